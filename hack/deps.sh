@@ -1,0 +1,23 @@
+# Sourced by .ci/run and the Makefile targets: installs the Debian packages a target needs on a
+# fresh Debian 12 machine. Each install is idempotent and quiet when everything is present.
+# Usage: install_deps GROUP...   (groups: test)
+
+deps_test=(util-linux)
+
+install_deps() {
+  local want=() g pkg
+  for g in "$@"; do
+    local -n group="deps_$g"
+    for pkg in "${group[@]}"; do
+      dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || want+=("$pkg")
+    done
+  done
+  [ ${#want[@]} -eq 0 ] && return 0
+  echo "installing Debian packages: ${want[*]}"
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "need root to apt-get install ${want[*]}" >&2
+    return 1
+  fi
+  DEBIAN_FRONTEND=noninteractive apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${want[@]}" >/dev/null
+}
