@@ -146,7 +146,7 @@ func (t *Topology) buildCores(cpus []CPUSpec) error {
 			idx = len(threads)
 			byKey[k] = idx
 			threads = append(threads, nil)
-			t.Cores = append(t.Cores, Core{ID: idx, CoreID: c.CoreID, Socket: c.Socket, NUMANode: c.NUMANode, L3Group: -1})
+			t.Cores = append(t.Cores, Core{ID: idx, CoreID: c.CoreID, Die: c.Die, Socket: c.Socket, NUMANode: c.NUMANode, L3Group: -1})
 		}
 		if t.Cores[idx].NUMANode != c.NUMANode {
 			return fmt.Errorf("CPU %d (socket %d core %d) is on NUMA node %d but its sibling CPU %d is on node %d",

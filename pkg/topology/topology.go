@@ -74,8 +74,11 @@ type Core struct {
 	// ID is a machine-wide logical core number (0..len(Cores)-1), ordered by the core's lowest
 	// CPU; it matches the CORE column of `lscpu -p`.
 	ID int
-	// CoreID is the kernel's core_id, which is only unique within a socket and may have gaps.
-	CoreID   int
+	// CoreID is the kernel's core_id, which is only unique within a socket (and die) and may have
+	// gaps.
+	CoreID int
+	// Die is the kernel's die_id within the socket (0 where the kernel reports no dies).
+	Die      int
 	Socket   int
 	NUMANode int
 	// L3Group is an index into Topology.L3Groups, or -1 when the host reports no L3 cache.

@@ -1,0 +1,256 @@
+package topology
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"k8s.io/utils/cpuset"
+)
+
+// MaxListID bounds the numbers a kernel list may hold. Linux caps NR_CPUS at 8192 and
+// MAX_NUMNODES at 1024; anything far above that is a corrupt file, and refusing it keeps a
+// malformed "0-4000000000" from allocating gigabytes.
+const MaxListID = 1 << 16
+
+// Expectations, as error messages state them.
+const (
+	wantList      = `a kernel list such as "0-3,8" (or an empty line)`
+	wantInt       = "a decimal integer"
+	wantNonNegInt = "a non-negative decimal integer"
+	wantCacheSize = `a cache size such as "32768K"`
+	wantCacheType = `"Data", "Instruction" or "Unified"`
+	wantMeminfo   = `a "Node N MemTotal: <n> kB" line`
+	wantDistances = "one positive distance per online NUMA node"
+	wantHex       = "a hexadecimal number"
+	wantBlockOn   = `"0" or "1"`
+)
+
+var errEmpty = errors.New("file is empty")
+
+// content strips the single trailing newline sysfs attributes end with. It rejects an empty file:
+// every attribute the reader uses prints at least a newline, so zero bytes means truncation.
+func content(data []byte) ([]byte, error) {
+	if len(data) == 0 {
+		return nil, errEmpty
+	}
+	if data[len(data)-1] == '\n' {
+		data = data[:len(data)-1]
+	}
+	return data, nil
+}
+
+// ParseList parses a kernel list ("0-3,8,10-11") as sysfs prints CPU and node masks. An empty
+// string (or a lone newline) is the empty set. Unlike a lenient parser it refuses spaces, signs,
+// reversed or overlapping ranges, duplicates, descending order and numbers above MaxListID, because
+// the kernel never prints those and a file holding one is corrupt.
+func ParseList(s string) (cpuset.CPUSet, error) {
+	ids, err := appendList(nil, []byte(s))
+	if err != nil {
+		return cpuset.New(), err
+	}
+	return cpuset.New(ids...), nil
+}
+
+// parseListFile parses the contents of a list file (with its trailing newline).
+func parseListFile(data []byte) (cpuset.CPUSet, error) {
+	data, err := content(data)
+	if err != nil {
+		return cpuset.New(), err
+	}
+	ids, err := appendList(nil, data)
+	if err != nil {
+		return cpuset.New(), err
+	}
+	return cpuset.New(ids...), nil
+}
+
+func appendList(ids []int, s []byte) ([]int, error) {
+	if len(s) > 0 && s[len(s)-1] == '\n' {
+		s = s[:len(s)-1]
+	}
+	if len(s) == 0 {
+		return ids, nil
+	}
+	next := 0 // smallest number the next item may start with
+	for item := range bytes.SplitSeq(s, []byte{','}) {
+		lo, hi, err := parseRange(item)
+		if err != nil {
+			return nil, err
+		}
+		if lo < next {
+			return nil, fmt.Errorf("item %q is not above the previous item", item)
+		}
+		for id := lo; id <= hi; id++ {
+			ids = append(ids, id)
+		}
+		next = hi + 1
+	}
+	return ids, nil
+}
+
+func parseRange(item []byte) (lo, hi int, err error) {
+	first, last, isRange := bytes.Cut(item, []byte{'-'})
+	if lo, err = parseListNumber(first); err != nil {
+		return 0, 0, fmt.Errorf("item %q: %w", item, err)
+	}
+	if !isRange {
+		return lo, lo, nil
+	}
+	if hi, err = parseListNumber(last); err != nil {
+		return 0, 0, fmt.Errorf("item %q: %w", item, err)
+	}
+	if hi < lo {
+		return 0, 0, fmt.Errorf("range %q ends below its start", item)
+	}
+	return lo, hi, nil
+}
+
+func parseListNumber(b []byte) (int, error) {
+	if len(b) == 0 {
+		return 0, errors.New("missing number")
+	}
+	n := 0
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return 0, fmt.Errorf("unexpected character %q", c)
+		}
+		n = n*10 + int(c-'0')
+		if n > MaxListID {
+			return 0, fmt.Errorf("number above %d", MaxListID)
+		}
+	}
+	return n, nil
+}
+
+// parseIntFile parses a file holding one decimal integer, as topology/core_id does. Negative
+// values are returned as they are; callers decide whether they make sense.
+func parseIntFile(data []byte) (int, error) {
+	data, err := content(data)
+	if err != nil {
+		return 0, err
+	}
+	n, err := strconv.ParseInt(string(data), 10, 32)
+	if err != nil {
+		return 0, fmt.Errorf("%q is not a 32-bit decimal integer", data)
+	}
+	return int(n), nil
+}
+
+// parseCacheSize parses cache/indexN/size, which the kernel prints as kibibytes with a "K".
+func parseCacheSize(data []byte) (uint64, error) {
+	data, err := content(data)
+	if err != nil {
+		return 0, err
+	}
+	num, ok := bytes.CutSuffix(data, []byte{'K'})
+	if !ok {
+		return 0, fmt.Errorf("%q has no K suffix", data)
+	}
+	kib, err := strconv.ParseUint(string(num), 10, 32)
+	if err != nil {
+		return 0, fmt.Errorf("%q is not a size in KiB", data)
+	}
+	return kib << 10, nil
+}
+
+// cacheType is cache/indexN/type.
+type cacheType uint8
+
+const (
+	cacheData cacheType = iota + 1
+	cacheInstruction
+	cacheUnified
+)
+
+func parseCacheType(data []byte) (cacheType, error) {
+	data, err := content(data)
+	if err != nil {
+		return 0, err
+	}
+	switch string(data) {
+	case "Data":
+		return cacheData, nil
+	case "Instruction":
+		return cacheInstruction, nil
+	case "Unified":
+		return cacheUnified, nil
+	}
+	return 0, fmt.Errorf("unknown cache type %q", data)
+}
+
+// parseNodeMemTotal finds "Node <node> MemTotal: <n> kB" in nodeN/meminfo and returns bytes.
+func parseNodeMemTotal(data []byte, node int) (uint64, error) {
+	if len(data) == 0 {
+		return 0, errEmpty
+	}
+	for line := range bytes.Lines(data) {
+		fields := bytes.Fields(line)
+		if len(fields) < 3 || string(fields[0]) != "Node" || string(fields[2]) != "MemTotal:" {
+			continue
+		}
+		if len(fields) != 5 || string(fields[4]) != "kB" {
+			return 0, fmt.Errorf("malformed line %q", bytes.TrimSpace(line))
+		}
+		id, err := strconv.Atoi(string(fields[1]))
+		if err != nil || id != node {
+			return 0, fmt.Errorf("line %q is for node %q, want node %d", bytes.TrimSpace(line), fields[1], node)
+		}
+		kib, err := strconv.ParseUint(string(fields[3]), 10, 64)
+		if err != nil || kib > 1<<53 {
+			return 0, fmt.Errorf("line %q: %q is not a size in kB", bytes.TrimSpace(line), fields[3])
+		}
+		return kib << 10, nil
+	}
+	return 0, errors.New("no MemTotal line")
+}
+
+// parseDistances parses nodeN/distance: one SLIT distance per online node, space separated.
+func parseDistances(data []byte, want int) ([]int, error) {
+	data, err := content(data)
+	if err != nil {
+		return nil, err
+	}
+	fields := bytes.Fields(data)
+	if len(fields) != want {
+		return nil, fmt.Errorf("%d distances for %d online nodes", len(fields), want)
+	}
+	row := make([]int, len(fields))
+	for i, f := range fields {
+		d, err := strconv.Atoi(string(f))
+		if err != nil || d <= 0 || d > 255 {
+			return nil, fmt.Errorf("distance %q is not in 1..255", f)
+		}
+		row[i] = d
+	}
+	return row, nil
+}
+
+// parseHexFile parses memory/block_size_bytes, which the kernel prints in hex without "0x".
+func parseHexFile(data []byte) (uint64, error) {
+	data, err := content(data)
+	if err != nil {
+		return 0, err
+	}
+	n, err := strconv.ParseUint(string(data), 16, 64)
+	if err != nil || n == 0 {
+		return 0, fmt.Errorf("%q is not a positive hexadecimal number", data)
+	}
+	return n, nil
+}
+
+// parseBlockOnline parses memory/memoryN/online.
+func parseBlockOnline(data []byte) (bool, error) {
+	data, err := content(data)
+	if err != nil {
+		return false, err
+	}
+	switch string(data) {
+	case "0":
+		return false, nil
+	case "1":
+		return true, nil
+	}
+	return false, fmt.Errorf("%q is neither 0 nor 1", data)
+}
