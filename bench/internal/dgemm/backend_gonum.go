@@ -18,7 +18,9 @@ func newBackend() Backend {
 	return gonumBackend{}
 }
 
-func (gonumBackend) Name() string { return "gonum (pure Go, 1 thread)" }
+func backendName() string { return "gonum (pure Go, 1 thread)" }
+
+func (gonumBackend) Name() string { return backendName() }
 
 func (g gonumBackend) Gemm(m, n, k int, a, b, c []float64) {
 	g.impl.Dgemm(blas.NoTrans, blas.NoTrans, m, n, k, 1, a, k, b, n, 0, c, n)

@@ -18,12 +18,16 @@ type openBLAS struct{ name string }
 // newBackend makes OpenBLAS single-threaded for the process (openblas_set_num_threads(1)).
 func newBackend() Backend {
 	C.openblas_set_num_threads(1)
+	return openBLAS{name: backendName()}
+}
+
+func backendName() string {
 	version := "unknown version"
 	// The config string starts "OpenBLAS 0.3.21 DYNAMIC_ARCH ...".
 	if f := strings.Fields(C.GoString(C.openblas_get_config())); len(f) >= 2 {
 		version = f[1]
 	}
-	return openBLAS{name: fmt.Sprintf("openblas %s (%s kernels, 1 thread)", version, C.GoString(C.openblas_get_corename()))}
+	return fmt.Sprintf("openblas %s (%s kernels, 1 thread)", version, C.GoString(C.openblas_get_corename()))
 }
 
 func (o openBLAS) Name() string { return o.name }

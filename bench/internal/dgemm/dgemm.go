@@ -23,6 +23,9 @@ type Backend interface {
 // whole process: one process is one rank of an EP run.
 func NewBackend() Backend { return newBackend() }
 
+// BackendName names the backend of this binary without setting it up.
+func BackendName() string { return backendName() }
+
 // Result is one timed run.
 type Result struct {
 	Backend string
