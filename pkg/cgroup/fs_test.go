@@ -322,3 +322,22 @@ func TestEnumerate(t *testing.T) {
 		}
 	}
 }
+
+// TestApplyV1ReadsAncestorsOnlyAsFarAsNeeded relies on the v1 subset rule: once an ancestor
+// holds the target, nothing above it is read (here kubepods holds garbage to prove it).
+func TestApplyV1ReadsAncestorsOnlyAsFarAsNeeded(t *testing.T) {
+	fx := newFixture(t, V1, Cgroupfs)
+	ref := mustRef(t, uidA, Burstable, "containerd://"+hexID)
+	fx.addContainer(ref)
+	pod := fx.podDir(CPUSet, ref)
+	fx.set(pod, "cpuset.cpus", "0-3")
+	fx.set(filepath.Dir(pod), "cpuset.cpus", "0-3")
+	fx.set(fx.layout.KubepodsDir(CPUSet), "cpuset.cpus", "garbage")
+	if _, err := fx.fs.Apply(ref, Resources{CPUs: cpuset.New(2, 3)}); err != nil {
+		t.Errorf("Apply inside the pod's set read further up: %v", err)
+	}
+	_, err := fx.fs.Apply(ref, Resources{CPUs: cpuset.New(6)})
+	if err == nil || !strings.Contains(err.Error(), fx.layout.KubepodsDir(CPUSet)) {
+		t.Errorf("Apply outside the pod's set: %v, want the unreadable kubepods cpuset named", err)
+	}
+}

@@ -86,19 +86,29 @@ func (l Layout) containerDir(c Controller, r ContainerRef) string {
 }
 
 // planCpusetV1 plans cpuset.cpus and cpuset.mems over the container's ancestors (widened
-// top-down when they lack the target), the container, and its own sub-cgroups (narrowed
-// bottom-up).
+// top-down where they lack the target), the container, and its own sub-cgroups (narrowed
+// bottom-up). Ancestors are read upwards from the pod only until one already holds the target:
+// by the v1 subset rule every cgroup above it does too, so the common case reads just the pod.
 func (f *FS) planCpusetV1(ref ContainerRef, cpus, mems cpuset.CPUSet) ([]Write, error) {
 	chain := f.layout.chain(CPUSet, ref)
-	var tree []v1Node
-	for i, dir := range chain {
-		n, err := f.readV1Node(ref, dir, i-1)
+	var up []v1Node
+	for i := len(chain) - 1; i >= 0; i-- {
+		n, err := f.readV1Node(ref, chain[i], -1)
 		if err != nil {
 			return nil, err
 		}
-		tree = append(tree, n)
+		up = append(up, n)
+		if i < len(chain)-1 && cpus.IsSubsetOf(n.cpus) && mems.IsSubsetOf(n.mems) {
+			break
+		}
 	}
-	container := len(chain) - 1
+	tree := make([]v1Node, len(up))
+	for i, n := range up {
+		j := len(up) - 1 - i
+		n.parent = j - 1
+		tree[j] = n
+	}
+	container := len(tree) - 1
 	tree, err := f.walkSubCgroups(ref, tree, container, container)
 	if err != nil {
 		return nil, err
