@@ -115,8 +115,8 @@ type Allocator struct {
 	shared      cpuset.CPUSet
 	sharedValid bool
 
-	// scratch buffers reused across calls so an allocation does not allocate for bookkeeping.
-	picked  []int
+	// Buffers reused across calls so bookkeeping does not allocate.
+	scratch []int
 	touched []int
 	order   []int
 }
@@ -159,14 +159,14 @@ func (a *Allocator) MinSharedCPUs() int { return a.minShared }
 // SharedCPUs returns the shared pool: online CPUs neither reserved nor exclusively held.
 func (a *Allocator) SharedCPUs() cpuset.CPUSet {
 	if !a.sharedValid {
-		ids := a.picked[:0]
+		ids := a.scratch[:0]
 		for cpu, o := range a.owner {
 			if o == ownerFree {
 				ids = append(ids, cpu)
 			}
 		}
 		a.shared = cpuset.New(ids...)
-		a.picked = ids[:0]
+		a.scratch = ids[:0]
 		a.sharedValid = true
 	}
 	return a.shared
