@@ -33,5 +33,9 @@ fuzz: ## run every fuzz target for FUZZTIME each
 	    echo "== $$pkg $$f"; $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg; \
 	  done; done
 
+.PHONY: packing
+packing: ## compare finegrain's core packing with the kubelet's rule on seeded request streams
+	$(GO) run ./bench/packing
+
 clean: ## remove build outputs
 	rm -rf $(BIN)
