@@ -37,5 +37,15 @@ fuzz: ## run every fuzz target for FUZZTIME each
 packing: ## compare finegrain's core packing with the kubelet's rule on seeded request streams
 	$(GO) run ./bench/packing
 
+.PHONY: test-vm
+VMTEST_FLAGS ?=
+test-vm: ## boot the qemu matrix (cgroup v1/v2, 2 sockets, NUMA, SMT) and run the kernel tests in each guest
+	@. hack/deps.sh && install_deps vm
+	@mkdir -p $(BIN)
+	CGO_ENABLED=0 $(GO) build -o $(BIN)/vmtest ./test/vm/cmd/vmtest
+	$(BIN)/vmtest -fetch-kernel
+	FINEGRAIN_VM_BOOT_TESTS=1 $(GO) test -count=1 -run '^TestBoot' ./test/vm
+	$(BIN)/vmtest $(VMTEST_FLAGS)
+
 clean: ## remove build outputs
 	rm -rf $(BIN)

@@ -1,8 +1,11 @@
 # Sourced by .ci/run and the Makefile targets: installs the Debian packages a target needs on a
 # fresh Debian 12 machine. Each install is idempotent and quiet when everything is present.
-# Usage: install_deps GROUP...   (groups: test)
+# Usage: install_deps GROUP...   (groups: test, vm)
 
 deps_test=(util-linux)
+# make test-vm: qemu boots Debian's kernel (fetched with apt-get download, never installed) with a
+# busybox-static initramfs; xz unpacks the kernel, cpio is the reference reader in the tests.
+deps_vm=(qemu-system-x86 busybox-static cpio xz-utils)
 
 install_deps() {
   local want=() g pkg
