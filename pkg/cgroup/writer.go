@@ -29,7 +29,9 @@ var _ Writer = (*FS)(nil)
 // FS reads and writes the kubelet's container cgroups on the mounted cgroup file systems. All
 // file access goes through github.com/opencontainers/cgroups, which opens files below
 // /sys/fs/cgroup with openat2(RESOLVE_BENEATH) and refuses files that are not on a cgroup file
-// system elsewhere, and never creates a cgroup.
+// system elsewhere, and never creates a cgroup. FS holds no state between calls and is safe for
+// concurrent use; callers serialize the Applies to any one container (concurrent Applies to
+// different containers of one pod are safe: on v1 they only ever widen the shared ancestors).
 type FS struct {
 	layout Layout
 	log    *slog.Logger

@@ -110,7 +110,7 @@ func newKernel(t testing.TB, v cgroup.Version, d cgroup.Driver) *kernel {
 		t.Skipf("no usable cgroup mounts: %v", err)
 	}
 	if m.Version != v {
-		t.Skipf("this host carries cpuset, cpu and memory on %s; the %s tests run where that version carries them (the qemu guests of make test-vm)", m.Version, v)
+		t.Skipf("this host carries cpuset, cpu and memory on %s, so the %s variant cannot run here; it runs on a host or qemu guest (make test-vm) that carries them on %s", m.Version, v, v)
 	}
 	top := fmt.Sprintf("finegrain-test-%d", os.Getpid())
 	base := filepath.Join(top, strings.NewReplacer("/", "-", " ", "-").Replace(t.Name()))
