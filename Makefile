@@ -37,6 +37,26 @@ fuzz: ## run every fuzz target for FUZZTIME each
 packing: ## compare finegrain's core packing with the kubelet's rule on seeded request streams
 	$(GO) run ./bench/packing
 
+.PHONY: fgworker fgworker-openblas test-openblas bench-pinning
+fgworker: ## static fgworker (gonum BLAS, CGO_ENABLED=0): the workload image's binary
+	@mkdir -p $(BIN)
+	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/fgworker ./bench/worker
+
+fgworker-openblas: ## fgworker with DGEMM through OpenBLAS (cgo; installs libopenblas-dev)
+	@. hack/deps.sh && install_deps bench
+	@mkdir -p $(BIN)
+	CGO_ENABLED=1 $(GO) build -tags openblas -trimpath -o $(BIN)/fgworker-openblas ./bench/worker
+
+test-openblas: ## the bench tests with the OpenBLAS backend
+	@. hack/deps.sh && install_deps bench
+	CGO_ENABLED=1 $(GO) test -count=1 -tags openblas ./bench/internal/... ./bench/worker
+
+PINNING_FLAGS ?=
+bench-pinning: fgworker-openblas ## pinning scenarios on this machine's cgroups (root): table, JSON, plots in _output/pinning
+	@[ "$$(id -u)" -eq 0 ] || { echo "bench-pinning creates cgroups: run it as root"; exit 1; }
+	$(GO) build -o $(BIN)/pinning ./bench/pinning
+	$(BIN)/pinning -worker $(BIN)/fgworker-openblas -out _output/pinning $(PINNING_FLAGS)
+
 .PHONY: test-vm
 VMTEST_FLAGS ?=
 test-vm: ## boot the qemu matrix (cgroup v1/v2, 2 sockets, NUMA, SMT) and run the kernel tests in each guest

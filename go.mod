@@ -10,6 +10,7 @@ require (
 	github.com/opencontainers/cgroups v0.1.0
 	github.com/prometheus/client_golang v1.25.0
 	github.com/prometheus/procfs v0.23.0
+	golang.org/x/image v0.46.0
 	golang.org/x/sys v0.49.0
 	gonum.org/v1/gonum v0.17.0
 	k8s.io/api v0.37.2

@@ -3,6 +3,8 @@
 # Usage: install_deps GROUP...   (groups: test, vm)
 
 deps_test=(util-linux)
+# make fgworker-openblas / bench-pinning: DGEMM through OpenBLAS via cgo.
+deps_bench=(libopenblas-dev gcc libc6-dev)
 # make test-vm: qemu boots Debian's kernel (fetched with apt-get download, never installed) with a
 # busybox-static initramfs; xz unpacks the kernel, cpio is the reference reader in the tests.
 deps_vm=(qemu-system-x86 busybox-static cpio xz-utils)

@@ -1,0 +1,212 @@
+package pinning
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"k8s.io/utils/cpuset"
+
+	"github.com/finegrain-dev/finegrain/bench/internal/result"
+)
+
+// Row summarises the samples of one scenario and benchmark.
+type Row struct {
+	Scenario  string `json:"scenario"`
+	Benchmark string `json:"benchmark"`
+	Unit      string `json:"unit"`
+	// Median, Min and Max of the total sustained rate of the ranks over the runs.
+	Median float64 `json:"median"`
+	Min    float64 `json:"min"`
+	Max    float64 `json:"max"`
+	Runs   int     `json:"runs"`
+	// RatioToAlone is Median over the alone scenario's median for the same benchmark.
+	RatioToAlone float64 `json:"ratioToAlone"`
+	// CPUShare is the median fraction of their wall time the ranks spent on a CPU (task-clock
+	// over rank seconds).
+	CPUShare float64 `json:"cpuShare"`
+	// ContextSwitches and CPUMigrations are medians of the perf counters summed over the ranks.
+	ContextSwitches float64 `json:"contextSwitches"`
+	CPUMigrations   float64 `json:"cpuMigrations"`
+	// VoluntarySwitches and InvoluntarySwitches are medians of the procfs counts.
+	VoluntarySwitches   float64 `json:"voluntarySwitches"`
+	InvoluntarySwitches float64 `json:"involuntarySwitches"`
+	// RanOn is every CPU a rank was seen on in any run; Ranks and Neighbour say where the
+	// scenario put them (a cpuset, "floating", or "none" for an absent neighbour).
+	RanOn     string `json:"ranOn"`
+	Ranks     string `json:"ranks"`
+	Neighbour string `json:"neighbour"`
+	// NoiseGBs is the median memory traffic of the neighbour, when there was one.
+	NoiseGBs float64 `json:"noiseGBs,omitempty"`
+	// Hardware are the hardware counters: a median value, or why they are unavailable.
+	Hardware []result.Counter `json:"hardware"`
+}
+
+var hardwareCounters = []string{"cycles", "instructions", "LLC-loads", "LLC-load-misses"}
+
+// Summarize groups samples by benchmark and scenario, in the order given.
+func Summarize(samples []Sample, scenarios, benchmarks []string) ([]Row, error) {
+	var rows []Row
+	for _, bm := range benchmarks {
+		var alone float64
+		for _, sc := range scenarios {
+			var group []Sample
+			for _, s := range samples {
+				if s.Scenario == sc && s.Benchmark == bm {
+					group = append(group, s)
+				}
+			}
+			if len(group) == 0 {
+				continue
+			}
+			r, err := summarize(group)
+			if err != nil {
+				return nil, fmt.Errorf("scenario %s, %s: %w", sc, bm, err)
+			}
+			if sc == Alone {
+				alone = r.Median
+			}
+			rows = append(rows, r)
+		}
+		if alone == 0 {
+			return nil, fmt.Errorf("%s: no %s sample to take ratios against", bm, Alone)
+		}
+		for i := range rows {
+			if rows[i].Benchmark == bm {
+				rows[i].RatioToAlone = rows[i].Median / alone
+			}
+		}
+	}
+	return rows, nil
+}
+
+func summarize(group []Sample) (Row, error) {
+	first := group[0]
+	r := Row{Scenario: first.Scenario, Benchmark: first.Benchmark, Unit: first.Run.Unit, Runs: len(group),
+		Ranks: first.Ranks, Neighbour: first.Neighbour}
+	var rates, shares, cs, migr, vol, invol, noise []float64
+	ranOn := cpuset.New()
+	for _, s := range group {
+		t := s.Run.Total
+		rates = append(rates, t.Rate)
+		vol = append(vol, float64(t.VoluntarySwitches))
+		invol = append(invol, float64(t.InvoluntarySwitches))
+		for name, dst := range map[string]*[]float64{"context-switches": &cs, "cpu-migrations": &migr} {
+			v, err := counterValue(t, name)
+			if err != nil {
+				return Row{}, err
+			}
+			*dst = append(*dst, v)
+		}
+		clock, err := counterValue(t, "task-clock")
+		if err != nil {
+			return Row{}, err
+		}
+		secs := 0.0
+		for _, p := range s.Run.Processes {
+			secs += p.Seconds
+		}
+		shares = append(shares, clock/1e9/secs)
+		set, err := cpuset.Parse(t.RanOn)
+		if err != nil {
+			return Row{}, fmt.Errorf("repeat %d: CPUs ran on %q: %w", s.Repeat, t.RanOn, err)
+		}
+		ranOn = ranOn.Union(set)
+		if s.Noise != nil {
+			noise = append(noise, s.Noise.GBs)
+		}
+	}
+	r.Median, r.Min, r.Max = median(rates), slices.Min(rates), slices.Max(rates)
+	r.CPUShare, r.ContextSwitches, r.CPUMigrations = median(shares), median(cs), median(migr)
+	r.VoluntarySwitches, r.InvoluntarySwitches = median(vol), median(invol)
+	r.RanOn = ranOn.String()
+	if len(noise) > 0 {
+		r.NoiseGBs = median(noise)
+	}
+	r.Hardware = hardware(group)
+	return r, nil
+}
+
+// hardware gives each hardware counter's median, or the first reason a run could not count it.
+func hardware(group []Sample) []result.Counter {
+	var out []result.Counter
+	for _, name := range hardwareCounters {
+		c := result.Counter{Name: name}
+		var vals []float64
+		for _, s := range group {
+			got, ok := s.Run.Total.Counter(name)
+			switch {
+			case !ok:
+				c.Unavailable = "not measured"
+			case got.Value == nil:
+				c.Unavailable = got.Unavailable
+			default:
+				vals = append(vals, float64(*got.Value))
+			}
+			if c.Unavailable != "" {
+				break
+			}
+		}
+		if c.Unavailable == "" {
+			v := uint64(median(vals))
+			c.Value = &v
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+// counterValue returns a software counter every run must have.
+func counterValue(t result.Total, name string) (float64, error) {
+	c, ok := t.Counter(name)
+	if !ok || c.Value == nil {
+		return 0, fmt.Errorf("software counter %s missing: %s", name, c.Unavailable)
+	}
+	return float64(*c.Value), nil
+}
+
+func median(xs []float64) float64 {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	n := len(s)
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
+}
+
+// WriteMarkdown prints the rows as a markdown table, with the reasons hardware counters are
+// missing below it.
+func WriteMarkdown(b *strings.Builder, rows []Row) {
+	b.WriteString("| scenario | benchmark | median | min – max | ratio to alone | CPU share | context switches | migrations | involuntary (procfs) | ranks pinned to | ranks ran on | neighbour on | neighbour GB/s |")
+	for _, h := range hardwareCounters {
+		b.WriteString(" " + h + " |")
+	}
+	b.WriteString("\n|---|---|--:|--:|--:|--:|--:|--:|--:|---|---|---|--:|")
+	b.WriteString(strings.Repeat("--:|", len(hardwareCounters)) + "\n")
+	reasons := map[string]bool{}
+	var notes []string
+	for _, r := range rows {
+		noise := "–"
+		if r.NoiseGBs > 0 {
+			noise = fmt.Sprintf("%.1f", r.NoiseGBs)
+		}
+		fmt.Fprintf(b, "| %s | %s | %.2f %s | %.2f – %.2f | %.3f | %.2f | %.0f | %.0f | %.0f | %s | %s | %s | %s |",
+			r.Scenario, r.Benchmark, r.Median, r.Unit, r.Min, r.Max, r.RatioToAlone, r.CPUShare,
+			r.ContextSwitches, r.CPUMigrations, r.InvoluntarySwitches, r.Ranks, r.RanOn, r.Neighbour, noise)
+		for _, c := range r.Hardware {
+			b.WriteString(" " + result.CounterString(c) + " |")
+			if c.Unavailable != "" && !reasons[c.Unavailable] {
+				reasons[c.Unavailable] = true
+				notes = append(notes, c.Unavailable)
+			}
+		}
+		b.WriteString("\n")
+	}
+	for _, n := range notes {
+		fmt.Fprintf(b, "\nn/a: %s", n)
+	}
+	if len(notes) > 0 {
+		b.WriteString("\n")
+	}
+}

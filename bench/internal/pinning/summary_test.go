@@ -1,0 +1,131 @@
+package pinning
+
+import (
+	"bytes"
+	"image/png"
+	"strings"
+	"testing"
+
+	"github.com/finegrain-dev/finegrain/bench/internal/result"
+	"github.com/finegrain-dev/finegrain/bench/internal/worker"
+)
+
+func u64(v uint64) *uint64 { return &v }
+
+// sample builds a one-rank sample with the given total rate and software counters.
+func sample(scenario, bench string, rate float64, switches uint64, noise float64) Sample {
+	counters := []result.Counter{
+		{Name: "task-clock", Unit: "ns", Value: u64(uint64(rate * 1e8))},
+		{Name: "context-switches", Value: u64(switches)},
+		{Name: "cpu-migrations", Value: u64(switches / 10)},
+		{Name: "cycles", Unavailable: "cycles unavailable: ENOENT: no PMU"},
+	}
+	s := Sample{Scenario: scenario, Benchmark: bench, Ranks: "floating", Neighbour: "none",
+		Run: result.Run{Benchmark: bench, Unit: result.UnitGFLOPS,
+			Processes: []result.Process{{Rank: 0, PID: 1, Rate: rate, Seconds: 1}},
+			Total:     result.Total{Rate: rate, Counters: counters, VoluntarySwitches: 1, InvoluntarySwitches: switches, RanOn: "0"}}}
+	if noise > 0 {
+		s.Noise = &worker.NoiseResult{GBs: noise}
+	}
+	return s
+}
+
+func TestSummarize(t *testing.T) {
+	samples := []Sample{
+		sample(Alone, "dgemm", 10, 100, 0),
+		sample(Alone, "dgemm", 12, 300, 0),
+		sample(Alone, "dgemm", 11, 200, 0),
+		sample(Unmanaged, "dgemm", 5, 1000, 3),
+		sample(Unmanaged, "dgemm", 7, 3000, 5),
+	}
+	samples[4].Run.Total.RanOn = "1"
+	rows, err := Summarize(samples, AllScenarios, []string{"dgemm"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 2 {
+		t.Fatalf("%d rows, want alone and unmanaged", len(rows))
+	}
+	a, un := rows[0], rows[1]
+	if a.Median != 11 || a.Min != 10 || a.Max != 12 || a.Runs != 3 || a.RatioToAlone != 1 || a.ContextSwitches != 200 {
+		t.Errorf("alone row %+v", a)
+	}
+	if un.Median != 6 || un.RatioToAlone != 6.0/11 || un.RanOn != "0-1" || un.NoiseGBs != 4 || un.InvoluntarySwitches != 2000 {
+		t.Errorf("unmanaged row %+v", un)
+	}
+	if !(a.CPUShare > 1.09 && a.CPUShare < 1.11) {
+		t.Errorf("alone CPU share %v, want task-clock 1.1 s over 1 s", a.CPUShare)
+	}
+	if c := a.Hardware[0]; c.Name != "cycles" || c.Value != nil || !strings.Contains(c.Unavailable, "ENOENT") {
+		t.Errorf("cycles %+v, want unavailable with the kernel's reason", c)
+	}
+	if c := a.Hardware[1]; c.Unavailable != "not measured" {
+		t.Errorf("instructions %+v, want marked as not measured", c)
+	}
+}
+
+func TestSummarizeNeedsAlone(t *testing.T) {
+	_, err := Summarize([]Sample{sample(Unmanaged, "stream", 1, 1, 1)}, AllScenarios, []string{"stream"})
+	if err == nil || !strings.Contains(err.Error(), "no alone sample") {
+		t.Errorf("got %v, want an error about the missing baseline", err)
+	}
+	bad := sample(Alone, "stream", 1, 1, 0)
+	bad.Run.Total.Counters = bad.Run.Total.Counters[1:]
+	if _, err := Summarize([]Sample{bad}, AllScenarios, []string{"stream"}); err == nil || !strings.Contains(err.Error(), "task-clock missing") {
+		t.Errorf("got %v, want an error naming the missing software counter", err)
+	}
+}
+
+func TestMarkdownAndPlot(t *testing.T) {
+	rows, err := Summarize([]Sample{
+		sample(Alone, "dgemm", 40, 100, 0),
+		sample(Unmanaged, "dgemm", 20, 900, 5),
+		sample(Exclusive, "dgemm", 39, 120, 5),
+	}, AllScenarios, []string{"dgemm"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var md strings.Builder
+	WriteMarkdown(&md, rows)
+	for _, want := range []string{
+		"| scenario | benchmark | median |",
+		"| unmanaged | dgemm | 20.00 GFLOP/s | 20.00 – 20.00 | 0.500 |",
+		"| exclusive | dgemm | 39.00 GFLOP/s | 39.00 – 39.00 | 0.975 |",
+		"n/a: cycles unavailable: ENOENT: no PMU",
+	} {
+		if !strings.Contains(md.String(), want) {
+			t.Errorf("markdown lacks %q:\n%s", want, md.String())
+		}
+	}
+	var buf bytes.Buffer
+	if err := WritePlot(&buf, "EP-DGEMM", rows); err != nil {
+		t.Fatal(err)
+	}
+	img, err := png.Decode(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b := img.Bounds(); b.Dx() != plotW || b.Dy() != plotH {
+		t.Fatalf("plot is %v, want %dx%d", b, plotW, plotH)
+	}
+	// The middle of each bar, just above the axis, has the scenario's colour.
+	slot := (plotW - marginR - marginL) / len(rows)
+	for i, r := range rows {
+		x, y := marginL+slot*i+slot/2+5, plotH-marginB-3
+		got := img.At(x, y)
+		if got != scenarioColors[r.Scenario] {
+			t.Errorf("bar of %s at (%d,%d) is %v, want %v", r.Scenario, x, y, got, scenarioColors[r.Scenario])
+		}
+	}
+	if err := WritePlot(&buf, "empty", nil); err == nil {
+		t.Error("plotting no rows succeeded")
+	}
+}
+
+func TestNiceCeil(t *testing.T) {
+	for in, want := range map[float64]float64{0: 1, 0.7: 1, 1.2: 2, 3: 5, 7: 10, 42: 50, 130: 200} {
+		if got := niceCeil(in); got != want {
+			t.Errorf("niceCeil(%v) = %v, want %v", in, got, want)
+		}
+	}
+}
