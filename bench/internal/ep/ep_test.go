@@ -76,7 +76,7 @@ func TestStartFailures(t *testing.T) {
 		mode, want string
 		timeout    time.Duration
 	}{
-		{"crash", "rank 0 (pid", 10 * time.Second},
+		{"crash", "exited: exit status 3", 10 * time.Second},
 		{"chatter", `unexpected output "hello"`, 10 * time.Second},
 		{"hang", "not ready after 200ms", 200 * time.Millisecond},
 	} {
