@@ -52,12 +52,18 @@ expand() {
 
 cpu=devices/system/cpu
 for f in online offline possible present isolated; do copy "$cpu/$f"; done
-for n in $(expand "$(cat "$src/$cpu/online")"); do
+online=$(expand "$(cat "$src/$cpu/online")")
+# Discovery reads the caches of an L3 group's lowest online CPU only; the CPUs its shared_cpu_list
+# names are placed by it. Track them the same way.
+declare -A is_online placed
+for n in $online; do is_online[$n]=1; done
+for n in $online; do
   d=$cpu/cpu$n
   copy "$d/topology/physical_package_id"
   copy_opt "$d/topology/die_id"
   copy "$d/topology/core_id"
   copy "$d/topology/thread_siblings_list"
+  [ -z "${placed[$n]:-}" ] || continue
   i=0
   while [ -d "$src/$d/cache/index$i" ]; do
     c=$d/cache/index$i
@@ -68,6 +74,9 @@ for n in $(expand "$(cat "$src/$cpu/online")"); do
         copy "$c/shared_cpu_list"
         copy_opt "$c/size"
         copy_opt "$c/id"
+        for m in $(expand "$(cat "$src/$c/shared_cpu_list")"); do
+          if [ -n "${is_online[$m]:-}" ]; then placed[$m]=1; fi
+        done
       fi
     fi
     i=$((i + 1))

@@ -18,6 +18,7 @@ import (
 //	devices/system/cpu/{online,offline,possible,present,isolated}
 //	devices/system/cpu/cpuN/topology/{physical_package_id,die_id,core_id,thread_siblings_list}
 //	devices/system/cpu/cpuN/cache/indexM/level, and for a level-3 cache {type,shared_cpu_list,size,id}
+//	  (only for the lowest online CPU of every L3 group: the others are placed by its shared_cpu_list)
 //	devices/system/node/{online,possible,has_cpu,has_memory}
 //	devices/system/node/nodeN/{cpulist,meminfo,distance}
 //
@@ -45,9 +46,10 @@ func discover(s *sysfs) (*Topology, error) {
 	if err != nil {
 		return nil, err
 	}
+	cpus := newCPUReader(s, lists.online)
 	records := make([]cpuRecord, 0, lists.online.Size())
 	for _, cpu := range lists.online.List() {
-		rec, err := readCPU(s, cpu, lists.online)
+		rec, err := cpus.read(cpu)
 		if err != nil {
 			return nil, err
 		}
@@ -56,19 +58,15 @@ func discover(s *sysfs) (*Topology, error) {
 	if err := checkSiblings(s, records); err != nil {
 		return nil, err
 	}
-	l3Keys, l3Sizes, err := groupL3(s, records)
-	if err != nil {
-		return nil, err
-	}
 	spec := Spec{
 		CPUs:        make([]CPUSpec, len(records)),
 		Offline:     lists.offline,
 		Isolated:    lists.isolated.Intersection(lists.online),
 		NUMANodes:   nodes,
-		L3SizeBytes: l3Sizes,
+		L3SizeBytes: cpus.l3Sizes(),
 	}
 	for i, r := range records {
-		spec.CPUs[i] = CPUSpec{ID: r.id, Socket: r.socket, Die: r.die, CoreID: r.coreID, NUMANode: nodeOf[r.id], L3: l3Keys[i]}
+		spec.CPUs[i] = CPUSpec{ID: r.id, Socket: r.socket, Die: r.die, CoreID: r.coreID, NUMANode: nodeOf[r.id], L3: cpus.l3Key(r.id)}
 	}
 	t, err := New(spec)
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"slices"
 	"strconv"
 
 	"k8s.io/utils/cpuset"
@@ -12,109 +13,151 @@ import (
 // cpuRecord is what sysfs says about one online CPU.
 type cpuRecord struct {
 	id, socket, die, coreID int
-	// siblings is thread_siblings_list restricted to online CPUs.
-	siblings cpuset.CPUSet
-	// l3 is the CPU's level-3 cache, or nil when it reports none.
-	l3 *l3Record
+	// siblings is thread_siblings_list restricted to online CPUs, ascending.
+	siblings []int
 }
 
-// l3Record is one CPU's view of its level-3 cache.
-type l3Record struct {
-	// cpus is shared_cpu_list restricted to online CPUs.
-	cpus cpuset.CPUSet
+// l3Cache is one level-3 cache as its lowest online CPU (the group's leader) reports it.
+type l3Cache struct {
+	leader int
+	// cpus is shared_cpu_list restricted to online CPUs, ascending.
+	cpus []int
 	// id is the cache's id attribute, or -1 when the kernel does not provide one.
 	id   int
 	size uint64
-	// dir is the cache's indexM directory, for error messages.
+	// dir is the leader's cache/indexM directory, for error messages.
 	dir string
+}
+
+// cpuReader reads the per-CPU files. Opening a file dominates discovery's cost, so it reads a CPU's
+// caches only when no earlier CPU's shared_cpu_list already placed it: CPUs are visited in
+// ascending order, so the first CPU met in every L3 group is its lowest online CPU, the group's
+// leader, and only leaders' cache directories are read.
+type cpuReader struct {
+	s      *sysfs
+	online []bool // indexed by CPU
+	// l3Of maps a CPU to its index in caches, or -1 while unknown.
+	l3Of   []int
+	caches []l3Cache
+	// noL3 is a leader that reported no level-3 cache, or -1.
+	noL3 int
+}
+
+func newCPUReader(s *sysfs, online cpuset.CPUSet) *cpuReader {
+	ids := online.List()
+	r := &cpuReader{s: s, online: make([]bool, ids[len(ids)-1]+1), l3Of: filled(ids[len(ids)-1]+1, -1), noL3: -1}
+	for _, id := range ids {
+		r.online[id] = true
+	}
+	return r
 }
 
 func cpuDir(s *sysfs, cpu int) string {
 	return s.root + "/devices/system/cpu/cpu" + strconv.Itoa(cpu)
 }
 
-func readCPU(s *sysfs, cpu int, online cpuset.CPUSet) (cpuRecord, error) {
-	dir := cpuDir(s, cpu)
-	r := cpuRecord{id: cpu}
-	var err error
-	if r.socket, err = s.nonNegInt(dir + "/topology/physical_package_id"); err != nil {
-		return r, err
+// onlineIDs reads a list file and keeps the online CPUs.
+func (r *cpuReader) onlineIDs(path string) ([]int, error) {
+	data, err := r.s.read(path, wantList)
+	if err != nil {
+		return nil, err
 	}
-	if r.die, _, err = s.optionalNonNegInt(dir + "/topology/die_id"); err != nil {
-		return r, err
+	ids, err := appendList(nil, data)
+	if err == nil && len(data) == 0 {
+		err = errEmpty
 	}
-	if r.coreID, err = s.nonNegInt(dir + "/topology/core_id"); err != nil {
-		return r, err
+	if err != nil {
+		return nil, &FileError{Path: path, Want: wantList, Err: err}
 	}
-	path := dir + "/topology/thread_siblings_list"
-	if r.siblings, err = s.list(path); err != nil {
-		return r, err
-	}
-	if !r.siblings.Contains(cpu) {
-		return r, &FileError{Path: path, Want: "a list that includes the CPU itself", Err: fmt.Errorf("CPU %d is not in %q", cpu, r.siblings.String())}
-	}
-	r.siblings = r.siblings.Intersection(online)
-	r.l3, err = readL3(s, dir, cpu, online)
-	return r, err
+	return slices.DeleteFunc(ids, func(id int) bool { return id >= len(r.online) || !r.online[id] }), nil
 }
 
-// readL3 walks cache/index0, index1, ... until one is missing and returns the level-3 data or
-// unified cache, if any.
-func readL3(s *sysfs, dir string, cpu int, online cpuset.CPUSet) (*l3Record, error) {
-	var found *l3Record
+func (r *cpuReader) read(cpu int) (cpuRecord, error) {
+	s := r.s
+	dir := cpuDir(s, cpu)
+	rec := cpuRecord{id: cpu}
+	var err error
+	if rec.socket, err = s.nonNegInt(dir + "/topology/physical_package_id"); err != nil {
+		return rec, err
+	}
+	if rec.die, _, err = s.optionalNonNegInt(dir + "/topology/die_id"); err != nil {
+		return rec, err
+	}
+	if rec.coreID, err = s.nonNegInt(dir + "/topology/core_id"); err != nil {
+		return rec, err
+	}
+	path := dir + "/topology/thread_siblings_list"
+	if rec.siblings, err = r.onlineIDs(path); err != nil {
+		return rec, err
+	}
+	if _, found := slices.BinarySearch(rec.siblings, cpu); !found {
+		return rec, &FileError{Path: path, Want: "a list that includes the CPU itself", Err: fmt.Errorf("CPU %d is not in it", cpu)}
+	}
+	if r.l3Of[cpu] < 0 {
+		err = r.readLeaderCaches(dir, cpu)
+	}
+	return rec, err
+}
+
+// readLeaderCaches walks cache/index0, index1, ... of a CPU no earlier CPU placed in an L3 group
+// until an index is missing, and records the CPU's level-3 data or unified cache, if any.
+func (r *cpuReader) readLeaderCaches(dir string, cpu int) error {
+	s := r.s
+	var found *l3Cache
 	for idx := 0; ; idx++ {
 		idir := dir + "/cache/index" + strconv.Itoa(idx)
 		level, err := s.nonNegInt(idir + "/level")
 		if errors.Is(err, fs.ErrNotExist) {
 			if there, serr := exists(idir); serr != nil || there {
-				return nil, errors.Join(err, serr)
+				return errors.Join(err, serr)
 			}
-			return found, nil
+			break
 		}
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if level != 3 {
 			continue
 		}
 		data, err := s.read(idir+"/type", wantCacheType)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		typ, err := parseCacheType(data)
 		if err != nil {
-			return nil, &FileError{Path: idir + "/type", Want: wantCacheType, Err: err}
+			return &FileError{Path: idir + "/type", Want: wantCacheType, Err: err}
 		}
 		if typ == cacheInstruction {
 			continue
 		}
 		if found != nil {
-			return nil, fmt.Errorf("%w: CPU %d has two level-3 data caches, %s and %s", ErrInconsistent, cpu, found.dir, idir)
+			return fmt.Errorf("%w: CPU %d has two level-3 data caches, %s and %s", ErrInconsistent, cpu, found.dir, idir)
 		}
-		if found, err = readL3Index(s, idir, cpu, online); err != nil {
-			return nil, err
+		if found, err = r.readL3Index(idir, cpu); err != nil {
+			return err
 		}
 	}
+	return r.addLeader(cpu, found)
 }
 
-func readL3Index(s *sysfs, idir string, cpu int, online cpuset.CPUSet) (*l3Record, error) {
-	rec := &l3Record{dir: idir, id: -1}
-	shared, err := s.list(idir + "/shared_cpu_list")
-	if err != nil {
+func (r *cpuReader) readL3Index(idir string, cpu int) (*l3Cache, error) {
+	s := r.s
+	c := &l3Cache{leader: cpu, dir: idir, id: -1}
+	path := idir + "/shared_cpu_list"
+	var err error
+	if c.cpus, err = r.onlineIDs(path); err != nil {
 		return nil, err
 	}
-	if !shared.Contains(cpu) {
-		return nil, &FileError{Path: idir + "/shared_cpu_list", Want: "a list that includes the CPU itself",
-			Err: fmt.Errorf("CPU %d is not in %q", cpu, shared.String())}
+	if _, found := slices.BinarySearch(c.cpus, cpu); !found {
+		return nil, &FileError{Path: path, Want: "a list that includes the CPU itself", Err: fmt.Errorf("CPU %d is not in it", cpu)}
 	}
-	rec.cpus = shared.Intersection(online)
 	data, err := s.read(idir+"/size", wantCacheSize)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 	case err != nil:
 		return nil, err
 	default:
-		if rec.size, err = parseCacheSize(data); err != nil {
+		if c.size, err = parseCacheSize(data); err != nil {
 			return nil, &FileError{Path: idir + "/size", Want: wantCacheSize, Err: err}
 		}
 	}
@@ -123,76 +166,79 @@ func readL3Index(s *sysfs, idir string, cpu int, online cpuset.CPUSet) (*l3Recor
 		return nil, err
 	}
 	if ok {
-		rec.id = id
+		c.id = id
 	}
-	return rec, nil
+	return c, nil
+}
+
+// addLeader records a leader's L3 cache (nil for none) and places the CPUs sharing it.
+func (r *cpuReader) addLeader(cpu int, c *l3Cache) error {
+	if c == nil {
+		if len(r.caches) > 0 {
+			return r.mixedL3(r.caches[0].leader, cpu)
+		}
+		r.noL3 = cpu
+		return nil
+	}
+	if r.noL3 >= 0 {
+		return r.mixedL3(cpu, r.noL3)
+	}
+	for _, other := range c.cpus {
+		if g := r.l3Of[other]; g >= 0 {
+			return fmt.Errorf("%w: %s/shared_cpu_list puts CPU %d in CPU %d's level-3 cache, but %s/shared_cpu_list already put it in CPU %d's",
+				ErrInconsistent, c.dir, other, cpu, r.caches[g].dir, r.caches[g].leader)
+		}
+	}
+	if c.id >= 0 {
+		for _, prev := range r.caches {
+			if prev.id == c.id {
+				return fmt.Errorf("%w: %s and %s are different level-3 caches with the same id %d", ErrInconsistent, prev.dir, c.dir, c.id)
+			}
+		}
+	}
+	for _, other := range c.cpus {
+		r.l3Of[other] = len(r.caches)
+	}
+	r.caches = append(r.caches, *c)
+	return nil
+}
+
+func (r *cpuReader) mixedL3(with, without int) error {
+	return fmt.Errorf("%w: CPU %d reports a level-3 cache under %s/cache but CPU %d reports none under %s/cache",
+		ErrInconsistent, with, cpuDir(r.s, with), without, cpuDir(r.s, without))
+}
+
+// l3Key is the CPUSpec.L3 key of a CPU: its group's leader, or -1.
+func (r *cpuReader) l3Key(cpu int) int {
+	if g := r.l3Of[cpu]; g >= 0 {
+		return r.caches[g].leader
+	}
+	return -1
+}
+
+// l3Sizes maps every group's key to its cache size.
+func (r *cpuReader) l3Sizes() map[int]uint64 {
+	sizes := make(map[int]uint64, len(r.caches))
+	for _, c := range r.caches {
+		sizes[c.leader] = c.size
+	}
+	return sizes
 }
 
 // checkSiblings verifies that every CPU's thread_siblings_list names exactly the online CPUs with
 // its (physical_package_id, die_id, core_id).
 func checkSiblings(s *sysfs, records []cpuRecord) error {
 	members := map[coreKey][]int{}
-	for _, r := range records {
+	for _, r := range records { // ascending CPU order, so member lists come out sorted
 		k := coreKey{r.socket, r.die, r.coreID}
 		members[k] = append(members[k], r.id)
 	}
-	sets := make(map[coreKey]cpuset.CPUSet, len(members))
-	for k, ids := range members {
-		sets[k] = cpuset.New(ids...)
-	}
 	for _, r := range records {
 		k := coreKey{r.socket, r.die, r.coreID}
-		if want := sets[k]; !r.siblings.Equals(want) {
+		if want := members[k]; !slices.Equal(r.siblings, want) {
 			return fmt.Errorf("%w: %s/topology/thread_siblings_list puts CPUs %q on CPU %d's core, but physical_package_id, die_id and core_id (%d, %d, %d) put CPUs %q there",
-				ErrInconsistent, cpuDir(s, r.id), r.siblings.String(), r.id, k.socket, k.die, k.coreID, want.String())
+				ErrInconsistent, cpuDir(s, r.id), cpuset.New(r.siblings...).String(), r.id, k.socket, k.die, k.coreID, cpuset.New(want...).String())
 		}
 	}
 	return nil
-}
-
-// groupL3 checks that the CPUs agree about who shares which level-3 cache and returns, per
-// record, the key CPUSpec.L3 wants (the lowest CPU sharing the cache, or -1) and the cache sizes.
-func groupL3(s *sysfs, records []cpuRecord) ([]int, map[int]uint64, error) {
-	keys := make([]int, len(records))
-	keyOf := map[int]int{} // CPU -> key
-	groups := map[int]*l3Record{}
-	var with, without = -1, -1
-	for i, r := range records {
-		if r.l3 == nil {
-			keys[i], without = -1, r.id
-			continue
-		}
-		with = r.id
-		key := r.l3.cpus.List()[0]
-		keys[i], keyOf[r.id] = key, key
-		g, ok := groups[key]
-		if !ok {
-			groups[key] = r.l3
-			continue
-		}
-		if !g.cpus.Equals(r.l3.cpus) || g.id != r.l3.id || g.size != r.l3.size {
-			return nil, nil, fmt.Errorf("%w: %s (CPUs %q, id %d, %d bytes) and %s (CPUs %q, id %d, %d bytes) describe the same level-3 cache differently",
-				ErrInconsistent, g.dir, g.cpus.String(), g.id, g.size, r.l3.dir, r.l3.cpus.String(), r.l3.id, r.l3.size)
-		}
-	}
-	if with >= 0 && without >= 0 {
-		return nil, nil, fmt.Errorf("%w: CPU %d reports a level-3 cache under %s/cache but CPU %d reports none",
-			ErrInconsistent, with, cpuDir(s, with), without)
-	}
-	ids := map[int]int{}
-	sizes := make(map[int]uint64, len(groups))
-	for key, g := range groups {
-		for _, cpu := range g.cpus.UnsortedList() {
-			if keyOf[cpu] != key {
-				return nil, nil, fmt.Errorf("%w: %s/shared_cpu_list includes CPU %d, whose own level-3 cache is shared by other CPUs",
-					ErrInconsistent, g.dir, cpu)
-			}
-		}
-		if other, dup := ids[g.id]; dup && g.id >= 0 {
-			return nil, nil, fmt.Errorf("%w: level-3 caches of CPUs %d and %d both have id %d", ErrInconsistent, other, key, g.id)
-		}
-		ids[g.id] = key
-		sizes[key] = g.size
-	}
-	return keys, sizes, nil
 }

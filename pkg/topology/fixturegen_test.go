@@ -175,6 +175,12 @@ func (m fixtureMachine) files() map[string]string {
 		}
 		return list(ids)
 	}
+	leader := map[int]int{} // L3 id -> lowest online CPU sharing it
+	for _, c := range m.cpus {
+		if l, ok := leader[c.l3ID]; !c.offline && (!ok || c.id < l) {
+			leader[c.l3ID] = c.id
+		}
+	}
 	for _, c := range m.cpus {
 		if c.offline {
 			continue
@@ -186,6 +192,9 @@ func (m fixtureMachine) files() map[string]string {
 		f[d+"topology/thread_siblings_list"] = onlineWith(func(a, b fixtureCPU) bool {
 			return a.socket == b.socket && a.die == b.die && a.coreID == b.coreID
 		}, c)
+		if leader[c.l3ID] != c.id {
+			continue // Discover reads the caches of an L3 group's lowest online CPU only
+		}
 		f[d+"cache/index0/level"], f[d+"cache/index1/level"], f[d+"cache/index2/level"] = "1\n", "1\n", "2\n"
 		l3 := d + "cache/index3/"
 		f[l3+"level"], f[l3+"type"] = "3\n", "Unified\n"
@@ -240,7 +249,7 @@ func nodeMeminfo(n fixtureNode) string {
 }
 
 // treeNames lists the regular files under dir as slash-separated relative paths.
-func treeNames(t *testing.T, dir string) []string {
+func treeNames(t testing.TB, dir string) []string {
 	t.Helper()
 	var names []string
 	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
@@ -258,7 +267,7 @@ func treeNames(t *testing.T, dir string) []string {
 }
 
 // treeFiles reads every regular file under dir, keyed by relative path.
-func treeFiles(t *testing.T, dir string) map[string]string {
+func treeFiles(t testing.TB, dir string) map[string]string {
 	t.Helper()
 	got := map[string]string{}
 	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {

@@ -50,20 +50,20 @@ func (s *sysfs) read(path, want string) ([]byte, error) {
 	if err != nil {
 		return nil, &FileError{Path: path, Want: want, Err: err}
 	}
+	// A short read is the end of the file: sysfs returns an attribute in one read, and so does a
+	// regular file (a fixture). Only a full buffer needs another read.
 	n := 0
 	for {
-		if n == len(s.buf) {
-			s.buf = append(s.buf, make([]byte, len(s.buf))...)
-		}
 		m, err := readRetry(fd, s.buf[n:])
 		if err != nil {
 			_ = unix.Close(fd)
 			return nil, &FileError{Path: path, Want: want, Err: err}
 		}
-		if m == 0 {
+		n += m
+		if n < len(s.buf) {
 			break
 		}
-		n += m
+		s.buf = append(s.buf, make([]byte, len(s.buf))...)
 	}
 	if err := unix.Close(fd); err != nil {
 		return nil, &FileError{Path: path, Want: want, Err: err}

@@ -1,0 +1,137 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/finegrain-dev/finegrain/pkg/topology"
+	"github.com/google/go-cmp/cmp"
+)
+
+// sysfsFixtures returns the sysfs trees under pkg/topology/testdata.
+func sysfsFixtures(t *testing.T) []string {
+	t.Helper()
+	roots, err := filepath.Glob(filepath.Join("..", "..", "pkg", "topology", "testdata", "*", "sys"))
+	if err != nil || len(roots) < 6 {
+		t.Fatalf("want at least six sysfs fixtures, found %d (%v)", len(roots), err)
+	}
+	return roots
+}
+
+func nodeagent(args ...string) (code int, stdout, stderr string) {
+	var out, errOut bytes.Buffer
+	code = run(args, &out, &errOut)
+	return code, out.String(), errOut.String()
+}
+
+// TestTopologyJSONOnEveryFixture runs the command on every fixture and checks that its JSON is the
+// topology Discover reads and that it decodes back into the same topology.
+func TestTopologyJSONOnEveryFixture(t *testing.T) {
+	for _, root := range sysfsFixtures(t) {
+		t.Run(filepath.Base(filepath.Dir(root)), func(t *testing.T) {
+			code, out, errOut := nodeagent("topology", "--sysfs-root", root, "-o", "json")
+			if code != 0 {
+				t.Fatalf("exit %d: %s", code, errOut)
+			}
+			want, err := topology.Discover(root)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var view topology.View
+			if err := json.Unmarshal([]byte(out), &view); err != nil {
+				t.Fatalf("output is not the JSON view: %v\n%s", err, out)
+			}
+			if diff := cmp.Diff(want.View(), view); diff != "" {
+				t.Errorf("JSON differs from Discover (-discover +json):\n%s", diff)
+			}
+			var back topology.Topology
+			if err := json.Unmarshal([]byte(out), &back); err != nil {
+				t.Fatalf("JSON does not decode into a topology: %v", err)
+			}
+			again, err := json.MarshalIndent(&back, "", "  ")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := string(again) + "\n"; got != out {
+				t.Errorf("JSON changed in a round trip:\n%s\nversus\n%s", out, got)
+			}
+		})
+	}
+}
+
+func TestTopologyTableOnEveryFixture(t *testing.T) {
+	for _, root := range sysfsFixtures(t) {
+		code, out, errOut := nodeagent("topology", "--sysfs-root", root)
+		if code != 0 {
+			t.Fatalf("%s: exit %d: %s", root, code, errOut)
+		}
+		if !strings.HasPrefix(out, "Machine: ") || !strings.Contains(out, "\nSocket 0: CPUs ") || !strings.Contains(out, "  NUMA node ") {
+			t.Errorf("%s: table lacks the machine, socket or NUMA node lines:\n%s", root, out)
+		}
+	}
+}
+
+func TestTopologyPaperNodeTable(t *testing.T) {
+	root := filepath.Join("..", "..", "pkg", "topology", "testdata", "xeon-e5-2697v4-2s", "sys")
+	code, out, errOut := nodeagent("topology", "--sysfs-root", root, "-o", "table")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	for _, line := range []string{
+		"Machine: 36 CPUs online (0-35), 2 sockets, 2 NUMA nodes, 36 cores, 1 thread per core, 2 L3 groups",
+		"Socket 0: CPUs 0-17",
+		"  NUMA node 0: CPUs 0-17, memory 62.8 GiB, distances node0=10 node1=21",
+		"    L3 group 0 (45.0 MiB): CPUs 0-17",
+		"      core 5 (core_id 8): CPUs 5",
+		"      core 35 (core_id 27): CPUs 35",
+	} {
+		if !strings.Contains(out, line+"\n") {
+			t.Errorf("table lacks %q:\n%s", line, out)
+		}
+	}
+}
+
+func TestTopologyLiveHost(t *testing.T) {
+	if _, err := os.Stat("/sys/devices/system/cpu/online"); err != nil {
+		t.Skipf("this machine has no sysfs at /sys: %v", err)
+	}
+	code, out, errOut := nodeagent("topology", "-o", "json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var view topology.View
+	if err := json.Unmarshal([]byte(out), &view); err != nil || view.OnlineCPUs == "" || len(view.NUMANodes) == 0 {
+		t.Fatalf("live JSON %q does not describe a machine (%v)", out, err)
+	}
+}
+
+func TestTopologyErrors(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "no-such-sys")
+	tests := []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"topology", "--sysfs-root", missing}, 1, filepath.Join(missing, "devices/system/cpu/online")},
+		{[]string{"topology", "-o", "yaml"}, 2, `"yaml" is not an output format; want table or json`},
+		{[]string{"topology", "extra"}, 2, `unexpected argument "extra"`},
+		{[]string{"topology", "--sysfs"}, 2, "flag provided but not defined: -sysfs"},
+		{[]string{"topology", "-h"}, 2, "usage: nodeagent topology"},
+		{[]string{"topolgy"}, 2, `unknown command "topolgy"`},
+		{nil, 2, "usage: nodeagent <command>"},
+	}
+	for _, tc := range tests {
+		code, _, errOut := nodeagent(tc.args...)
+		if code != tc.code || !strings.Contains(errOut, tc.want) {
+			t.Errorf("nodeagent %q = exit %d, stderr %q; want exit %d and %q", tc.args, code, errOut, tc.code, tc.want)
+		}
+	}
+	code, out, _ := nodeagent("help")
+	if code != 0 || !strings.Contains(out, "  topology  ") {
+		t.Errorf("nodeagent help = exit %d, %q; want the command list", code, out)
+	}
+}

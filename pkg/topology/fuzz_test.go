@@ -1,0 +1,132 @@
+package topology
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"k8s.io/utils/cpuset"
+)
+
+func FuzzParseList(f *testing.F) {
+	for _, s := range []string{"0-3,8", "", "\n", "0\n", "0-17,36-53", "5-5", "3-1", "1,,2", "1,1", "2,1", "0-65536",
+		"0-4294967295", "-1", "+1", " 1", "1-", "-", ",", "0-3,2-5", "12,14-15\n\n"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		set, err := ParseList(s)
+		if err != nil {
+			return
+		}
+		if set.Size() > MaxListID+1 {
+			t.Fatalf("ParseList(%q) returned %d CPUs, above the limit", s, set.Size())
+		}
+		again, err := ParseList(set.String())
+		if err != nil || !again.Equals(set) {
+			t.Fatalf("ParseList(%q) = %s, which does not parse back (%v)", s, set, err)
+		}
+		// Whatever the strict parser accepts, the cpuset package reads the same way.
+		lenient, err := cpuset.Parse(trimNewline(s))
+		if err != nil || !lenient.Equals(set) {
+			t.Fatalf("ParseList(%q) = %s but cpuset.Parse gives %s (%v)", s, set, lenient, err)
+		}
+	})
+}
+
+func trimNewline(s string) string {
+	if len(s) > 0 && s[len(s)-1] == '\n' {
+		return s[:len(s)-1]
+	}
+	return s
+}
+
+// FuzzFileParsers feeds arbitrary bytes to every per-file parser: none may panic, and what they
+// accept must be sane.
+func FuzzFileParsers(f *testing.F) {
+	for _, s := range []string{"0\n", "-1\n", "27\n", "", "32768K\n", "45MB\n", "K\n", "Unified\n", "Instruction\n",
+		"Node 0 MemTotal:       65841664 kB\nNode 0 MemFree: 1 kB\n", "Node 1 MemTotal: 5 kB\n", "Node 0 MemTotal: x kB\n",
+		"10 21\n", "10\n", "10 0\n", "8000000\n", "0\n", "1\n", "yes\n", "99999999999999999999\n"} {
+		f.Add([]byte(s), uint8(2))
+	}
+	f.Fuzz(func(t *testing.T, data []byte, nodes uint8) {
+		if n, err := parseIntFile(data); err == nil && (n > 1<<31-1 || n < -1<<31) {
+			t.Fatalf("parseIntFile(%q) = %d, outside 32 bits", data, n)
+		}
+		if size, err := parseCacheSize(data); err == nil && size%1024 != 0 {
+			t.Fatalf("parseCacheSize(%q) = %d, not whole KiB", data, size)
+		}
+		if typ, err := parseCacheType(data); err == nil && (typ < cacheData || typ > cacheUnified) {
+			t.Fatalf("parseCacheType(%q) = %d", data, typ)
+		}
+		if mem, err := parseNodeMemTotal(data, 0); err == nil && mem%1024 != 0 {
+			t.Fatalf("parseNodeMemTotal(%q) = %d, not whole KiB", data, mem)
+		}
+		if row, err := parseDistances(data, int(nodes)); err == nil {
+			if len(row) != int(nodes) || slices.ContainsFunc(row, func(d int) bool { return d <= 0 }) {
+				t.Fatalf("parseDistances(%q, %d) = %v", data, nodes, row)
+			}
+		}
+		if n, err := parseHexFile(data); err == nil && n == 0 {
+			t.Fatalf("parseHexFile(%q) = 0 without error", data)
+		}
+		_, _ = parseBlockOnline(data)
+		if set, err := parseListFile(data); err == nil && set.Size() > MaxListID+1 {
+			t.Fatalf("parseListFile(%q) returned %d CPUs", data, set.Size())
+		}
+	})
+}
+
+// FuzzDiscover replaces one file of a real tree with arbitrary bytes: Discover must return an
+// error or a topology that satisfies its invariants, never panic.
+func FuzzDiscover(f *testing.F) {
+	src := fixtureRoot("vm-kvm-epyc-2cpu")
+	names := treeNames(f, src)
+	slices.Sort(names)
+	root := filepath.Join(f.TempDir(), "sys")
+	originals := map[string][]byte{}
+	for _, rel := range names {
+		data, err := os.ReadFile(filepath.Join(src, rel))
+		if err != nil {
+			f.Fatal(err)
+		}
+		originals[rel] = data
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(root, rel)), 0o755); err != nil {
+			f.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(root, rel), data, 0o644); err != nil {
+			f.Fatal(err)
+		}
+	}
+	for i, rel := range names {
+		f.Add(uint8(i), originals[rel])
+	}
+	f.Add(uint8(0), []byte("0-3\n"))
+	f.Add(uint8(5), []byte("0-1\n"))
+	f.Fuzz(func(t *testing.T, which uint8, data []byte) {
+		rel := names[int(which)%len(names)]
+		path := filepath.Join(root, rel)
+		if err := os.WriteFile(path, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		defer func() {
+			if err := os.WriteFile(path, originals[rel], 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}()
+		topo, err := Discover(root)
+		if err != nil {
+			return
+		}
+		covered := cpuset.New()
+		for _, c := range topo.Cores {
+			if !c.CPUs.Intersection(covered).IsEmpty() {
+				t.Fatalf("%s = %q: cores overlap at %s", rel, data, c.CPUs)
+			}
+			covered = covered.Union(c.CPUs)
+		}
+		if !covered.Equals(topo.OnlineCPUs) {
+			t.Fatalf("%s = %q: cores cover %s, online CPUs are %s", rel, data, covered, topo.OnlineCPUs)
+		}
+	})
+}
