@@ -20,6 +20,7 @@ type command struct {
 // commands lists the subcommands in the order the usage text shows them.
 var commands = []command{
 	{"topology", "print the machine's sockets, NUMA nodes, L3 groups and cores (table or JSON)", runTopology},
+	{"simulate", "run exclusive CPU requests and releases through the allocator and show what they get", runSimulate},
 }
 
 func main() {
