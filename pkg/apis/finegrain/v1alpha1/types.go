@@ -1,0 +1,174 @@
+// Package v1alpha1 defines the finegrain.dev/v1alpha1 API served by the HPCJob custom resource:
+// the job spec a user writes, the status the placer reports, their defaults and their validation.
+// The types are plain Go structs with JSON tags; the placer reads and writes them through the
+// dynamic client and converts from unstructured objects, so no generated code (deep copies,
+// clientsets) exists or is needed. This package must not talk to the API server or decide
+// placements.
+package v1alpha1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// API coordinates of the HPCJob resource.
+const (
+	GroupName = "finegrain.dev"
+	Version   = "v1alpha1"
+	Kind      = "HPCJob"
+	Resource  = "hpcjobs"
+)
+
+// GroupVersion is finegrain.dev/v1alpha1.
+var GroupVersion = schema.GroupVersion{Group: GroupName, Version: Version}
+
+// GroupVersionResource addresses HPCJobs through the dynamic client.
+var GroupVersionResource = GroupVersion.WithResource(Resource)
+
+// Profile is what limits a job's performance; it steers granularity selection.
+type Profile string
+
+// Profiles, as in the fine-grained scheduling paper.
+const (
+	// ProfileCPU jobs are compute bound: spreading them over nodes costs little.
+	ProfileCPU Profile = "cpu"
+	// ProfileMemory jobs are memory-bandwidth bound: spreading them gains bandwidth.
+	ProfileMemory Profile = "memory"
+	// ProfileNetwork jobs are communication bound: they stay on as few nodes as possible.
+	ProfileNetwork Profile = "network"
+)
+
+// Granularity is the policy that turns MPI tasks into worker pods (paper Algorithm 1).
+type Granularity string
+
+// Granularity policies.
+const (
+	// GranularityScale runs one worker per node on as many nodes as there are tasks or nodes.
+	GranularityScale Granularity = "scale"
+	// GranularityFine runs one worker per task, grouped into one task group per node.
+	GranularityFine Granularity = "granularity"
+	// GranularityNone runs the user's Workers count, packed as one task group.
+	GranularityNone Granularity = "none"
+)
+
+// PlacementPolicy breaks ties between equally scored nodes (Genisys's policies).
+type PlacementPolicy string
+
+// Placement policies.
+const (
+	// LeastLoaded prefers the node with the smallest fraction of its CPU requested (spread).
+	LeastLoaded PlacementPolicy = "least-loaded"
+	// MostLoaded prefers the node with the largest fraction of its CPU requested (bin packing).
+	MostLoaded PlacementPolicy = "most-loaded"
+)
+
+// HPCJob is one MPI job: Tasks processes, turned by the placer into pinned worker pods, a
+// launcher pod, a hostfile ConfigMap and a headless Service, and bound gang-wise.
+type HPCJob struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   HPCJobSpec   `json:"spec"`
+	Status HPCJobStatus `json:"status,omitempty"`
+}
+
+// HPCJobSpec is what the user asks for.
+type HPCJobSpec struct {
+	// Tasks is Nt, the number of MPI processes.
+	Tasks int32 `json:"tasks"`
+	// Profile defaults to cpu.
+	Profile Profile `json:"profile,omitempty"`
+	// Granularity defaults to scale.
+	Granularity Granularity `json:"granularity,omitempty"`
+	// Workers is the user's worker count, required with granularity none.
+	Workers int32 `json:"workers,omitempty"`
+	// TaskResources is what one MPI task needs; a worker asks for it times its task count.
+	TaskResources TaskResources `json:"taskResources"`
+	// Priority orders the placer's queue (higher first) and decides who shrinks for whom.
+	Priority int32 `json:"priority,omitempty"`
+	// Placement defaults to least-loaded.
+	Placement PlacementPolicy `json:"placement,omitempty"`
+	// ExclusiveNodes keeps every other HPC job's workers off the nodes this job's workers use.
+	ExclusiveNodes bool `json:"exclusiveNodes,omitempty"`
+	// Gang controls all-or-nothing placement.
+	Gang GangPolicy `json:"gang,omitempty"`
+	// Elastic, when set, lets the placer start, shrink and expand the job between a minimum and
+	// a maximum number of workers.
+	Elastic *Elastic `json:"elastic,omitempty"`
+	// Launcher is the template of the pod that runs mpirun; it runs in the shared pool.
+	Launcher corev1.PodTemplateSpec `json:"launcher"`
+	// Worker is the template of every worker pod; the placer sets the first container's CPU and
+	// memory requests and limits from TaskResources.
+	Worker corev1.PodTemplateSpec `json:"worker"`
+}
+
+// TaskResources is the per-task request.
+type TaskResources struct {
+	// CPU per task, a whole number of CPUs (workers get exclusive cores).
+	CPU resource.Quantity `json:"cpu"`
+	// Memory per task; optional.
+	Memory resource.Quantity `json:"memory,omitempty"`
+}
+
+// GangPolicy is the gang part of the spec.
+type GangPolicy struct {
+	// MinAvailable is how many workers must fit together before any is bound; defaults to all.
+	MinAvailable *int32 `json:"minAvailable,omitempty"`
+	// TimeoutSeconds is how long the job may wait for its gang to fit before it is marked
+	// unschedulable and the queue moves on; defaults to 300.
+	TimeoutSeconds int32 `json:"timeoutSeconds,omitempty"`
+}
+
+// Elastic bounds an elastic job. Each worker runs Tasks/MaxReplicas tasks; the job runs with
+// between MinReplicas and MaxReplicas workers.
+type Elastic struct {
+	MinReplicas int32 `json:"minReplicas"`
+	MaxReplicas int32 `json:"maxReplicas"`
+	// RescaleGapSeconds is the least time between two rescales of the job (default 60).
+	RescaleGapSeconds int32 `json:"rescaleGapSeconds,omitempty"`
+}
+
+// Phase is where a job is in its life.
+type Phase string
+
+// Job phases.
+const (
+	// PhasePending: accepted, waiting for its gang to fit.
+	PhasePending Phase = "Pending"
+	// PhaseRunning: workers bound and the launcher created.
+	PhaseRunning Phase = "Running"
+	// PhaseSucceeded: the launcher exited 0.
+	PhaseSucceeded Phase = "Succeeded"
+	// PhaseFailed: the launcher failed or the spec is invalid.
+	PhaseFailed Phase = "Failed"
+)
+
+// HPCJobStatus is what the placer reports.
+type HPCJobStatus struct {
+	Phase Phase `json:"phase,omitempty"`
+	// Nodes, Workers and Groups are Nn, Nw and Ng as chosen.
+	Nodes   int32 `json:"nodes,omitempty"`
+	Workers int32 `json:"workers,omitempty"`
+	Groups  int32 `json:"groups,omitempty"`
+	// Placements lists where each worker was bound.
+	Placements []WorkerPlacement  `json:"placements,omitempty"`
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// SubmitTime, StartTime and CompletionTime give response time and makespan.
+	SubmitTime     *metav1.Time `json:"submitTime,omitempty"`
+	StartTime      *metav1.Time `json:"startTime,omitempty"`
+	CompletionTime *metav1.Time `json:"completionTime,omitempty"`
+	// LastRescaleTime is when an elastic job last changed size.
+	LastRescaleTime    *metav1.Time `json:"lastRescaleTime,omitempty"`
+	ObservedGeneration int64        `json:"observedGeneration,omitempty"`
+}
+
+// WorkerPlacement is one worker's binding.
+type WorkerPlacement struct {
+	Worker   string `json:"worker"`
+	Tasks    int32  `json:"tasks"`
+	Group    int32  `json:"group"`
+	Node     string `json:"node"`
+	NUMANode int32  `json:"numaNode"`
+}

@@ -1,0 +1,203 @@
+package v1alpha1
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+)
+
+// MaxWorkersOf is the largest number of workers the spec can expand to under any cluster: the
+// bound on worker pod names and on the job's object count.
+func MaxWorkersOf(spec *HPCJobSpec) int {
+	switch {
+	case spec.Elastic != nil:
+		return int(spec.Elastic.MaxReplicas)
+	case spec.Granularity == GranularityNone:
+		return int(spec.Workers)
+	default:
+		// scale and granularity use at most one worker per task; a network job that does not
+		// fit one NUMA node splits into at most one worker per task.
+		return int(min(spec.Tasks, MaxWorkers))
+	}
+}
+
+// Validate reports everything wrong with a defaulted job, each error naming its field and what
+// is allowed. An empty list means the placer can expand the job.
+func Validate(job *HPCJob) field.ErrorList {
+	var errs field.ErrorList
+	spec := &job.Spec
+	sp := field.NewPath("spec")
+	errs = append(errs, validateCounts(spec, sp)...)
+	errs = append(errs, validateEnums(spec, sp)...)
+	errs = append(errs, validateResources(spec, sp.Child("taskResources"))...)
+	errs = append(errs, validateGang(spec, sp)...)
+	errs = append(errs, validateTemplate(&spec.Worker, sp.Child("worker"))...)
+	errs = append(errs, validateTemplate(&spec.Launcher, sp.Child("launcher"))...)
+	if len(errs) == 0 {
+		errs = append(errs, validateName(job)...)
+	}
+	return errs
+}
+
+func validateCounts(spec *HPCJobSpec, sp *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if spec.Tasks < 1 || spec.Tasks > MaxTasks {
+		errs = append(errs, field.Invalid(sp.Child("tasks"), spec.Tasks,
+			fmt.Sprintf("must be between 1 and %d MPI tasks", MaxTasks)))
+		return errs
+	}
+	if spec.Workers < 0 || spec.Workers > spec.Tasks || spec.Workers > MaxWorkers {
+		errs = append(errs, field.Invalid(sp.Child("workers"), spec.Workers,
+			fmt.Sprintf("must be between 1 and min(tasks, %d); a worker runs at least one task", MaxWorkers)))
+	}
+	if spec.Granularity == GranularityNone && spec.Workers == 0 && spec.Elastic == nil {
+		errs = append(errs, field.Required(sp.Child("workers"), "granularity none runs exactly this many workers"))
+	}
+	if spec.Granularity == GranularityFine && spec.Profile != ProfileNetwork && spec.Tasks > MaxWorkers {
+		errs = append(errs, field.Invalid(sp.Child("tasks"), spec.Tasks,
+			fmt.Sprintf("granularity runs one worker per task and a job may have at most %d workers; use scale", MaxWorkers)))
+	}
+	if e := spec.Elastic; e != nil {
+		ep := sp.Child("elastic")
+		switch {
+		case e.MinReplicas < 1:
+			errs = append(errs, field.Invalid(ep.Child("minReplicas"), e.MinReplicas, "must be at least 1"))
+		case e.MaxReplicas < e.MinReplicas:
+			errs = append(errs, field.Invalid(ep.Child("maxReplicas"), e.MaxReplicas, "must be at least minReplicas"))
+		case e.MaxReplicas > spec.Tasks || e.MaxReplicas > MaxWorkers:
+			errs = append(errs, field.Invalid(ep.Child("maxReplicas"), e.MaxReplicas,
+				fmt.Sprintf("must be at most min(tasks, %d); every worker runs tasks/maxReplicas tasks", MaxWorkers)))
+		case spec.Tasks%e.MaxReplicas != 0:
+			errs = append(errs, field.Invalid(ep.Child("maxReplicas"), e.MaxReplicas,
+				fmt.Sprintf("must divide tasks (%d): every worker of an elastic job runs the same number of tasks", spec.Tasks)))
+		}
+		if e.RescaleGapSeconds < 0 {
+			errs = append(errs, field.Invalid(ep.Child("rescaleGapSeconds"), e.RescaleGapSeconds, "must not be negative"))
+		}
+		if spec.Gang.MinAvailable != nil {
+			errs = append(errs, field.Forbidden(sp.Child("gang", "minAvailable"),
+				"an elastic job starts with as many workers as fit, at least elastic.minReplicas; set that instead"))
+		}
+		if spec.Granularity != GranularityScale {
+			errs = append(errs, field.Invalid(sp.Child("granularity"), spec.Granularity,
+				"an elastic job chooses its own worker count; leave granularity unset or scale"))
+		}
+	}
+	return errs
+}
+
+func validateEnums(spec *HPCJobSpec, sp *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	switch spec.Profile {
+	case ProfileCPU, ProfileMemory, ProfileNetwork:
+	default:
+		errs = append(errs, field.NotSupported(sp.Child("profile"), spec.Profile,
+			[]Profile{ProfileCPU, ProfileMemory, ProfileNetwork}))
+	}
+	switch spec.Granularity {
+	case GranularityScale, GranularityFine, GranularityNone:
+	default:
+		errs = append(errs, field.NotSupported(sp.Child("granularity"), spec.Granularity,
+			[]Granularity{GranularityScale, GranularityFine, GranularityNone}))
+	}
+	switch spec.Placement {
+	case LeastLoaded, MostLoaded:
+	default:
+		errs = append(errs, field.NotSupported(sp.Child("placement"), spec.Placement,
+			[]PlacementPolicy{LeastLoaded, MostLoaded}))
+	}
+	return errs
+}
+
+func validateResources(spec *HPCJobSpec, rp *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	cpu := spec.TaskResources.CPU
+	switch {
+	case cpu.IsZero():
+		errs = append(errs, field.Required(rp.Child("cpu"), "give the whole CPUs one task needs, e.g. \"1\""))
+	case cpu.Sign() < 0 || cpu.MilliValue()%1000 != 0:
+		errs = append(errs, field.Invalid(rp.Child("cpu"), cpu.String(),
+			"must be a positive whole number of CPUs: workers get exclusive cores"))
+	case cpu.Value() > MaxCPUPerTask:
+		errs = append(errs, field.Invalid(rp.Child("cpu"), cpu.String(),
+			fmt.Sprintf("must be at most %d CPUs per task", MaxCPUPerTask)))
+	}
+	mem := spec.TaskResources.Memory
+	switch {
+	case mem.Sign() < 0:
+		errs = append(errs, field.Invalid(rp.Child("memory"), mem.String(), "must not be negative"))
+	case spec.Tasks > 0 && mem.Value() > math.MaxInt64/int64(spec.Tasks)/2:
+		errs = append(errs, field.Invalid(rp.Child("memory"), mem.String(), "times tasks overflows; ask for less memory per task"))
+	}
+	return errs
+}
+
+func validateGang(spec *HPCJobSpec, sp *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	gp := sp.Child("gang")
+	if m := spec.Gang.MinAvailable; m != nil && (*m < 1 || *m > MaxWorkers) {
+		errs = append(errs, field.Invalid(gp.Child("minAvailable"), *m,
+			fmt.Sprintf("must be between 1 and %d workers (it is capped at the job's worker count)", MaxWorkers)))
+	}
+	if spec.Gang.TimeoutSeconds < 0 {
+		errs = append(errs, field.Invalid(gp.Child("timeoutSeconds"), spec.Gang.TimeoutSeconds, "must not be negative"))
+	}
+	return errs
+}
+
+func validateTemplate(t *corev1.PodTemplateSpec, tp *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	ps := tp.Child("spec")
+	if len(t.Spec.Containers) == 0 {
+		errs = append(errs, field.Required(ps.Child("containers"), "the pod needs at least one container"))
+	}
+	if t.Spec.NodeName != "" {
+		errs = append(errs, field.Forbidden(ps.Child("nodeName"), "the placer chooses nodes; leave nodeName empty"))
+	}
+	if t.Spec.SchedulerName != "" {
+		errs = append(errs, field.Forbidden(ps.Child("schedulerName"), "the placer sets schedulerName; leave it empty"))
+	}
+	if t.Spec.Hostname != "" || t.Spec.Subdomain != "" {
+		errs = append(errs, field.Forbidden(ps.Child("hostname"),
+			"the placer sets hostname and subdomain so that the hostfile resolves; leave them empty"))
+	}
+	return errs
+}
+
+// validateName checks that every object the job expands to gets a valid name: the worker
+// hostnames and the Service name are DNS labels of at most 63 characters.
+func validateName(job *HPCJob) field.ErrorList {
+	np := field.NewPath("metadata", "name")
+	name := job.Name
+	if name == "" {
+		return field.ErrorList{field.Required(np, "the job needs a name")}
+	}
+	var errs field.ErrorList
+	for _, msg := range validation.IsDNS1035Label(name) {
+		errs = append(errs, field.Invalid(np, name, msg))
+	}
+	if len(errs) > 0 {
+		return errs
+	}
+	longest := WorkerName(name, max(MaxWorkersOf(&job.Spec)-1, 0))
+	if len(longest) > validation.DNS1035LabelMaxLength {
+		errs = append(errs, field.TooLong(np, name, validation.DNS1035LabelMaxLength-len(longest)+len(name)))
+	}
+	return errs
+}
+
+// WorkerName is the pod name and hostname of worker i of job.
+func WorkerName(job string, i int) string { return job + "-worker-" + strconv.Itoa(i) }
+
+// LauncherName is the launcher pod's name.
+func LauncherName(job string) string { return job + "-launcher" }
+
+// ServiceName is the headless Service giving the workers stable DNS names.
+func ServiceName(job string) string { return job + "-workers" }
+
+// HostfileName is the ConfigMap holding the hostfile.
+func HostfileName(job string) string { return job + "-hostfile" }

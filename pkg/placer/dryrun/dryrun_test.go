@@ -1,0 +1,156 @@
+package dryrun
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/finegrain-dev/finegrain/pkg/apis/finegrain/v1alpha1"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
+
+// TestPlanGolden runs `placer plan` on the fixtures and compares the JSON it prints with the
+// reviewed golden files: the dry run's output is a public contract.
+func TestPlanGolden(t *testing.T) {
+	tests := []struct{ job, cluster string }{
+		{"job-cpu-scale", "cluster-paper"},
+		{"job-cpu-granularity", "cluster-paper"},
+		{"job-network", "cluster-paper"},
+		{"job-none", "cluster-paper"},
+		{"job-cpu-scale", "cluster-tainted"},
+		{"job-none", "cluster-fragmented"},
+		{"job-network", "cluster-fragmented"},
+		{"job-network", "cluster-stale"},
+		{"job-bad", "cluster-paper"},
+	}
+	for _, tc := range tests {
+		name := tc.job + "_on_" + tc.cluster
+		t.Run(name, func(t *testing.T) {
+			opts := Options{
+				JobFile:     filepath.Join("testdata", tc.job+".yaml"),
+				ClusterFile: filepath.Join("testdata", tc.cluster+".yaml"),
+				Output:      "json", SchedulerName: v1alpha1.DefaultSchedulerName,
+			}
+			out, warnings, err := Plan(opts)
+			var buf bytes.Buffer
+			if werr := Write(&buf, "json", out, warnings, err); werr != nil {
+				t.Fatal(werr)
+			}
+			golden := filepath.Join("testdata", name+".golden.json")
+			if *update {
+				if err := os.WriteFile(golden, buf.Bytes(), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(golden)
+			if err != nil {
+				t.Fatalf("%v (run go test -update to create it)", err)
+			}
+			if d := cmp.Diff(string(want), buf.String()); d != "" {
+				t.Errorf("output differs from %s (-want +got):\n%s", golden, d)
+			}
+			if !json.Valid(buf.Bytes()) {
+				t.Error("output is not JSON")
+			}
+		})
+	}
+}
+
+func TestPlanPodGroup(t *testing.T) {
+	out, _, err := Plan(Options{PodGroup: "ml/train", ClusterFile: "testdata/cluster-podgroup.yaml", Output: "text"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if err := Write(&buf, "text", out, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	want := "pod group ml/train: 1 nodes, 3 workers, 1 groups (1 nodes used)\n" +
+		"WORKER                            TASKS  GROUP NODE                     NUMA\n" +
+		"train-0                               -      0 n1                       0\n" +
+		"train-1                               -      0 n1                       0\n" +
+		"train-2                               -      0 n1                       0\n"
+	if buf.String() != want {
+		t.Errorf("text output\n%s\nwant\n%s", buf.String(), want)
+	}
+}
+
+func TestPlanInputErrors(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	job := "testdata/job-cpu-scale.yaml"
+	tests := []struct {
+		name string
+		opts Options
+		want string
+	}{
+		{"no job", Options{ClusterFile: "testdata/cluster-paper.yaml"}, "give exactly one of --job FILE and --pod-group"},
+		{"both", Options{JobFile: job, PodGroup: "a/b", ClusterFile: "testdata/cluster-paper.yaml"}, "give exactly one of"},
+		{"no cluster", Options{JobFile: job}, "give --cluster FILE"},
+		{"missing cluster", Options{JobFile: job, ClusterFile: filepath.Join(dir, "nope.yaml")}, "open cluster snapshot"},
+		{"missing job", Options{JobFile: filepath.Join(dir, "nope.yaml"), ClusterFile: "testdata/cluster-paper.yaml"}, "read job"},
+		{"broken cluster", Options{JobFile: job, ClusterFile: write("broken.yaml", "items: [\n")}, "broken.yaml document 0"},
+		{"bad pod", Options{JobFile: job, ClusterFile: write("badpod.yaml", "apiVersion: v1\nkind: List\nitems:\n- {apiVersion: v1, kind: Pod, metadata: {name: p, namespace: x}, spec: {containers: 7}}\n")},
+			"badpod.yaml document 0 item 0: Pod x/p"},
+		{"items not a list", Options{JobFile: job, ClusterFile: write("items.yaml", "apiVersion: v1\nkind: List\nitems: 3\n")}, "List items is not a list"},
+		{"bad group name", Options{PodGroup: "train", ClusterFile: "testdata/cluster-podgroup.yaml"}, `--pod-group "train": want NAMESPACE/NAME`},
+		{"unknown group", Options{PodGroup: "ml/eval", ClusterFile: "testdata/cluster-podgroup.yaml"}, "no pods labelled pod-group.scheduling.x-k8s.io/name=eval in namespace ml"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, _, err := Plan(tc.opts)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %v, want %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// Single objects and typed lists in several documents work as well as a v1 List.
+func TestReadsMultiDocumentSnapshots(t *testing.T) {
+	data, err := os.ReadFile("testdata/cluster-paper.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	items := strings.SplitN(string(data), "items:\n", 2)[1]
+	var docs []string
+	for _, item := range strings.Split(items, "\n- ")[0:] {
+		item = strings.TrimPrefix(item, "- ")
+		var b strings.Builder
+		for i, line := range strings.Split(item, "\n") {
+			if i > 0 {
+				line = strings.TrimPrefix(line, "  ")
+			}
+			b.WriteString(line + "\n")
+		}
+		docs = append(docs, b.String())
+	}
+	p := filepath.Join(t.TempDir(), "multi.yaml")
+	if err := os.WriteFile(p, []byte(strings.Join(docs, "---\n")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	multi, _, err := Plan(Options{JobFile: "testdata/job-cpu-scale.yaml", ClusterFile: p})
+	if err != nil {
+		t.Fatal(err)
+	}
+	list, _, err := Plan(Options{JobFile: "testdata/job-cpu-scale.yaml", ClusterFile: "testdata/cluster-paper.yaml"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff(list.Placements, multi.Placements); d != "" {
+		t.Errorf("multi-document snapshot planned differently (-list +multi):\n%s", d)
+	}
+}

@@ -1,0 +1,379 @@
+package hpcjob
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/finegrain-dev/finegrain/pkg/apis/finegrain/v1alpha1"
+	"github.com/finegrain-dev/finegrain/pkg/placer/snapshot"
+	st "github.com/finegrain-dev/finegrain/pkg/placer/snapshot/snapshottest"
+)
+
+func newJob(tasks int32, profile v1alpha1.Profile, gran v1alpha1.Granularity) *v1alpha1.HPCJob {
+	job := &v1alpha1.HPCJob{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "finegrain.dev/v1alpha1", Kind: "HPCJob"},
+		ObjectMeta: metav1.ObjectMeta{Name: "j", Namespace: "hpc"},
+		Spec: v1alpha1.HPCJobSpec{
+			Tasks: tasks, Profile: profile, Granularity: gran,
+			TaskResources: v1alpha1.TaskResources{CPU: resource.MustParse("1"), Memory: resource.MustParse("1Gi")},
+			Launcher:      corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "mpirun", Image: "mpi"}}}},
+			Worker:        corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "worker", Image: "mpi"}}}},
+		},
+	}
+	if gran == v1alpha1.GranularityNone {
+		job.Spec.Workers = 2
+	}
+	v1alpha1.SetDefaults(&job.Spec)
+	return job
+}
+
+// placements renders a plan as "worker:tasks@node/numa" in worker order.
+func placements(jp *JobPlan) []string {
+	at := map[int]string{}
+	for _, p := range jp.Result.Placements {
+		at[p.Member] = fmt.Sprintf("%s/%d", p.Node, p.NUMA)
+	}
+	var out []string
+	for i, w := range jp.Workers {
+		out = append(out, fmt.Sprintf("%d:%d@%s", w.Index, w.Tasks, at[i]))
+	}
+	return out
+}
+
+func mustPlan(t *testing.T, s *snapshot.Snapshot, job *v1alpha1.HPCJob) *JobPlan {
+	t.Helper()
+	if errs := v1alpha1.Validate(job); len(errs) > 0 {
+		t.Fatalf("test job invalid: %v", errs)
+	}
+	jp, err := PlanJob(s, job, v1alpha1.DefaultSchedulerName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return jp
+}
+
+func TestChoose(t *testing.T) {
+	spec := func(p v1alpha1.Profile, g v1alpha1.Granularity, tasks, workers int32) *v1alpha1.HPCJobSpec {
+		return &v1alpha1.HPCJobSpec{Tasks: tasks, Profile: p, Granularity: g, Workers: workers}
+	}
+	tests := []struct {
+		spec      *v1alpha1.HPCJobSpec
+		available int
+		want      Choice
+	}{
+		{spec(v1alpha1.ProfileCPU, v1alpha1.GranularityScale, 16, 0), 4, Choice{4, 4, 4}},
+		{spec(v1alpha1.ProfileMemory, v1alpha1.GranularityScale, 16, 0), 40, Choice{16, 16, 16}},
+		{spec(v1alpha1.ProfileCPU, v1alpha1.GranularityFine, 16, 0), 4, Choice{4, 16, 4}},
+		{spec(v1alpha1.ProfileMemory, v1alpha1.GranularityFine, 3, 0), 4, Choice{3, 3, 3}},
+		{spec(v1alpha1.ProfileCPU, v1alpha1.GranularityNone, 16, 3), 4, Choice{1, 3, 1}},
+		{spec(v1alpha1.ProfileNetwork, v1alpha1.GranularityNone, 16, 3), 4, Choice{1, 3, 1}},
+		{spec(v1alpha1.ProfileNetwork, v1alpha1.GranularityScale, 16, 0), 4, Choice{1, 1, 1}},
+		{spec(v1alpha1.ProfileNetwork, v1alpha1.GranularityFine, 16, 0), 4, Choice{1, 1, 1}},
+		{spec(v1alpha1.ProfileCPU, v1alpha1.GranularityScale, 16, 0), 0, Choice{}},
+		{spec(v1alpha1.ProfileCPU, v1alpha1.GranularityFine, 16, 0), 0, Choice{}},
+		{spec(v1alpha1.ProfileCPU, v1alpha1.GranularityScale, 50000, 0), 20000, Choice{10000, 10000, 10000}},
+	}
+	for _, tc := range tests {
+		if got := Choose(tc.spec, tc.available); got != tc.want {
+			t.Errorf("Choose(%s/%s, %d tasks, %d available) = %+v, want %+v", tc.spec.Profile, tc.spec.Granularity, tc.spec.Tasks, tc.available, got, tc.want)
+		}
+	}
+}
+
+func TestSplitTasks(t *testing.T) {
+	for _, tc := range []struct {
+		tasks, workers int
+		want           []int
+	}{{16, 3, []int{6, 5, 5}}, {16, 4, []int{4, 4, 4, 4}}, {3, 3, []int{1, 1, 1}}, {7, 1, []int{7}}, {5, 0, nil}} {
+		if got := SplitTasks(tc.tasks, tc.workers); !slices.Equal(got, tc.want) {
+			t.Errorf("SplitTasks(%d, %d) = %v, want %v", tc.tasks, tc.workers, got, tc.want)
+		}
+	}
+}
+
+// Workers are numbered group by group, so consecutive ranks share a group.
+func TestWorkersAndHostfile(t *testing.T) {
+	job := newJob(10, v1alpha1.ProfileCPU, v1alpha1.GranularityFine)
+	ws := Workers(job, SplitTasks(10, 10), 4)
+	var groups []int
+	for i, w := range ws {
+		groups = append(groups, w.Group)
+		if w.Index != i || w.Name != fmt.Sprintf("j-worker-%d", i) {
+			t.Errorf("worker %d = %+v", i, w)
+		}
+	}
+	if want := []int{0, 0, 0, 1, 1, 1, 2, 2, 3, 3}; !slices.Equal(groups, want) {
+		t.Errorf("groups %v, want %v", groups, want)
+	}
+	ws = Workers(job, SplitTasks(16, 3), 3)
+	want := "j-worker-0.j-workers.hpc.svc slots=6\nj-worker-1.j-workers.hpc.svc slots=5\nj-worker-2.j-workers.hpc.svc slots=5\n"
+	if got := Hostfile(ws); got != want {
+		t.Errorf("hostfile\n%s\nwant\n%s", got, want)
+	}
+}
+
+func TestWorkerAndLauncherPods(t *testing.T) {
+	job := newJob(16, v1alpha1.ProfileCPU, v1alpha1.GranularityScale)
+	job.UID = "uid-1"
+	job.Spec.ExclusiveNodes = true
+	job.Spec.Worker.Labels = map[string]string{"app": "lulesh", v1alpha1.LabelRole: "spoofed"}
+	job.Spec.Worker.Spec.Containers = append(job.Spec.Worker.Spec.Containers, corev1.Container{Name: "sidecar"})
+	w := WorkerPod(job, Worker{Index: 1, Name: "j-worker-1", Tasks: 6, Group: 1}, "finegrain-placer")
+	wantLabels := map[string]string{"app": "lulesh", v1alpha1.LabelJob: "j", v1alpha1.LabelRole: v1alpha1.RoleWorker, v1alpha1.LabelPinning: v1alpha1.PinningExclusive}
+	if d := cmp.Diff(wantLabels, w.Labels); d != "" {
+		t.Errorf("worker labels (-want +got):\n%s", d)
+	}
+	wantAnn := map[string]string{v1alpha1.AnnotationGroup: "1", v1alpha1.AnnotationTasks: "6", v1alpha1.AnnotationExclusiveNodes: "true"}
+	if d := cmp.Diff(wantAnn, w.Annotations); d != "" {
+		t.Errorf("worker annotations (-want +got):\n%s", d)
+	}
+	c := w.Spec.Containers[0]
+	if c.Resources.Requests.Cpu().String() != "6" || c.Resources.Limits.Memory().String() != "6Gi" {
+		t.Errorf("worker resources = %v", c.Resources)
+	}
+	if w.Spec.SchedulerName != "finegrain-placer" || w.Spec.Hostname != "j-worker-1" || w.Spec.Subdomain != "j-workers" {
+		t.Errorf("worker spec scheduler %q hostname %q subdomain %q", w.Spec.SchedulerName, w.Spec.Hostname, w.Spec.Subdomain)
+	}
+	if len(w.OwnerReferences) != 1 || w.OwnerReferences[0].UID != "uid-1" || !*w.OwnerReferences[0].Controller {
+		t.Errorf("owner references %v", w.OwnerReferences)
+	}
+	if job.Spec.Worker.Spec.Containers[0].Resources.Requests != nil || job.Spec.Worker.Annotations != nil {
+		t.Error("WorkerPod changed the job's template")
+	}
+	if cpus, _ := snapshot.PinnedDemand(w); cpus != 6 {
+		t.Errorf("the worker pod asks the agent for %d CPUs, want 6", cpus)
+	}
+
+	job.Spec.Launcher.Labels = map[string]string{v1alpha1.LabelPinning: v1alpha1.PinningExclusive}
+	l := LauncherPod(job, "finegrain-placer")
+	if l.Name != "j-launcher" || l.Labels[v1alpha1.LabelRole] != v1alpha1.RoleLauncher || l.Labels[v1alpha1.LabelPinning] != "" {
+		t.Errorf("launcher meta %v", l.ObjectMeta)
+	}
+	if l.Spec.RestartPolicy != corev1.RestartPolicyNever || l.Spec.Volumes[0].ConfigMap.Name != "j-hostfile" ||
+		l.Spec.Containers[0].VolumeMounts[0].MountPath != "/etc/mpi" || l.Spec.Containers[0].Env[0].Value != HostfilePath {
+		t.Errorf("launcher spec %+v", l.Spec)
+	}
+	svc := Service(job)
+	if svc.Name != "j-workers" || svc.Spec.ClusterIP != "None" || !svc.Spec.PublishNotReadyAddresses || svc.Spec.Selector[v1alpha1.LabelRole] != v1alpha1.RoleWorker {
+		t.Errorf("service %+v", svc)
+	}
+	if cm := HostfileConfigMap(job, []Worker{{Hostname: "h", Tasks: 2}}); cm.Name != "j-hostfile" || cm.Data[HostfileKey] != "h slots=2\n" {
+		t.Errorf("configmap %+v", cm)
+	}
+}
+
+// The paper's worked cases: 16 tasks on four nodes of two 18-CPU NUMA nodes.
+func TestPaperWorkedCases(t *testing.T) {
+	s := snapshot.Build(st.Uniform("n", 4, 2, 18, 64))
+	each := func(n, tasks int, nodes ...string) []string {
+		var out []string
+		for i := range n {
+			out = append(out, fmt.Sprintf("%d:%d@%s", i, tasks, nodes[i]))
+		}
+		return out
+	}
+	rep := func(s string, n int) []string { return slices.Repeat([]string{s}, n) }
+	spread := slices.Concat(rep("n-0000/0", 4), rep("n-0001/0", 4), rep("n-0002/0", 4), rep("n-0003/0", 4))
+	tests := []struct {
+		profile v1alpha1.Profile
+		gran    v1alpha1.Granularity
+		choice  Choice
+		want    []string
+	}{
+		{v1alpha1.ProfileCPU, v1alpha1.GranularityScale, Choice{4, 4, 4}, each(4, 4, "n-0000/0", "n-0001/0", "n-0002/0", "n-0003/0")},
+		{v1alpha1.ProfileMemory, v1alpha1.GranularityScale, Choice{4, 4, 4}, each(4, 4, "n-0000/0", "n-0001/0", "n-0002/0", "n-0003/0")},
+		{v1alpha1.ProfileCPU, v1alpha1.GranularityFine, Choice{4, 16, 4}, each(16, 1, spread...)},
+		{v1alpha1.ProfileMemory, v1alpha1.GranularityFine, Choice{4, 16, 4}, each(16, 1, spread...)},
+		{v1alpha1.ProfileCPU, v1alpha1.GranularityNone, Choice{1, 2, 1}, each(2, 8, "n-0000/0", "n-0000/0")},
+		{v1alpha1.ProfileNetwork, v1alpha1.GranularityNone, Choice{1, 2, 1}, each(2, 8, "n-0000/0", "n-0000/0")},
+		{v1alpha1.ProfileNetwork, v1alpha1.GranularityScale, Choice{1, 1, 1}, each(1, 16, "n-0000/0")},
+		{v1alpha1.ProfileNetwork, v1alpha1.GranularityFine, Choice{1, 1, 1}, each(1, 16, "n-0000/0")},
+	}
+	for _, tc := range tests {
+		for _, policy := range []v1alpha1.PlacementPolicy{v1alpha1.LeastLoaded, v1alpha1.MostLoaded} {
+			t.Run(fmt.Sprintf("%s/%s/%s", tc.profile, tc.gran, policy), func(t *testing.T) {
+				job := newJob(16, tc.profile, tc.gran)
+				job.Spec.Placement = policy
+				jp := mustPlan(t, s, job)
+				if jp.Choice != tc.choice {
+					t.Errorf("choice %+v, want %+v", jp.Choice, tc.choice)
+				}
+				if d := cmp.Diff(tc.want, placements(jp)); d != "" {
+					t.Errorf("placements (-want +got):\n%s", d)
+				}
+				if jp.Result.Launcher == nil || jp.Result.Launcher.Node != "n-0000" {
+					t.Errorf("launcher %+v, want beside the workers on n-0000", jp.Result.Launcher)
+				}
+			})
+		}
+	}
+}
+
+// The placement policy decides between equally scored nodes by load.
+func TestPoliciesOnLoadedCluster(t *testing.T) {
+	in := st.Uniform("n", 4, 2, 18, 64)
+	in.Pods = []*corev1.Pod{
+		st.Pod("web", "a", "n-0000", "6", "", false), st.Pod("web", "b", "n-0001", "2", "", false),
+		st.Pod("web", "c", "n-0002", "12", "", false), st.Pod("web", "d", "n-0003", "9", "", false),
+	}
+	s := snapshot.Build(in)
+	for policy, want := range map[v1alpha1.PlacementPolicy]string{v1alpha1.LeastLoaded: "n-0001", v1alpha1.MostLoaded: "n-0002"} {
+		job := newJob(16, v1alpha1.ProfileNetwork, v1alpha1.GranularityScale)
+		job.Spec.Placement = policy
+		if got := mustPlan(t, s, job).Result.Placements[0].Node; got != want {
+			t.Errorf("%s: network job on %s, want %s", policy, got, want)
+		}
+	}
+	job := newJob(16, v1alpha1.ProfileCPU, v1alpha1.GranularityScale)
+	job.Spec.Tasks = 2
+	job.Spec.Placement = v1alpha1.MostLoaded
+	if got := placements(mustPlan(t, s, job)); !slices.Equal(got, []string{"0:1@n-0002/0", "1:1@n-0003/0"}) {
+		t.Errorf("most-loaded scale job of 2 tasks: %v", got)
+	}
+}
+
+// Nodes differ: Algorithm 1 counts the nodes that fit a task, Algorithm 4 uses the room left.
+func TestUnevenCluster(t *testing.T) {
+	in := snapshot.Input{
+		Nodes: []*corev1.Node{st.Node("n1", 36, "128Gi", nil), st.Node("n2", 36, "128Gi", nil), st.Node("n3", 36, "128Gi", nil),
+			st.Node("n4", 36, "128Gi", nil), st.Node("n5", 36, "128Gi", nil)},
+		Topologies: []*unstructured.Unstructured{
+			st.NRT("n1", 1, st.Zone{Free: "0-3", Available: -1}, st.Zone{Free: "18-21", Available: -1}),
+			st.NRT("n2", 1, st.Zone{Free: "0-17", Available: -1}, st.Zone{Free: "18-35", Available: -1}),
+			st.NRT("n3", 1, st.Zone{Free: "0-7", Available: -1}, st.Zone{Free: "", Available: -1}),
+			st.NRT("n4", 1, st.Zone{Free: "0-1", Available: -1}, st.Zone{Free: "18-19", Available: -1}),
+		},
+	}
+	s := snapshot.Build(in)
+	jp := mustPlan(t, s, newJob(16, v1alpha1.ProfileCPU, v1alpha1.GranularityScale))
+	want := []string{"0:4@n1/0", "1:4@n2/0", "2:4@n3/0", "3:4@n1/1"}
+	if jp.Choice != (Choice{4, 4, 4}) || !slices.Equal(placements(jp), want) {
+		t.Errorf("scale: choice %+v placements %v, want 4/4/4 and %v (n4 fits one task but not four; n5 has no map; the fourth worker ties on score and load and takes the first name)", jp.Choice, placements(jp), want)
+	}
+	jp = mustPlan(t, s, newJob(16, v1alpha1.ProfileCPU, v1alpha1.GranularityFine))
+	count := map[string]int{}
+	for _, p := range jp.Result.Placements {
+		count[p.Node]++
+	}
+	if d := cmp.Diff(map[string]int{"n1": 4, "n2": 4, "n3": 4, "n4": 4}, count); d != "" {
+		t.Errorf("granularity: workers per node (-want +got):\n%s", d)
+	}
+}
+
+func TestTaintedCluster(t *testing.T) {
+	in := st.Uniform("n", 4, 2, 18, 64)
+	gpu := corev1.Taint{Key: "gpu", Value: "true", Effect: corev1.TaintEffectNoSchedule}
+	in.Nodes[0].Spec.Taints = []corev1.Taint{gpu}
+	in.Nodes[1].Spec.Taints = []corev1.Taint{gpu}
+	in.Nodes[2].Spec.Unschedulable = true
+	s := snapshot.Build(in)
+	jp := mustPlan(t, s, newJob(16, v1alpha1.ProfileCPU, v1alpha1.GranularityScale))
+	if jp.Choice != (Choice{1, 1, 1}) || !slices.Equal(placements(jp), []string{"0:16@n-0003/0"}) {
+		t.Errorf("choice %+v placements %v, want one worker of 16 on the only schedulable node", jp.Choice, placements(jp))
+	}
+	job := newJob(16, v1alpha1.ProfileCPU, v1alpha1.GranularityScale)
+	job.Spec.Worker.Spec.Tolerations = []corev1.Toleration{{Key: "gpu", Operator: corev1.TolerationOpExists}}
+	if jp := mustPlan(t, s, job); jp.Choice != (Choice{3, 3, 3}) {
+		t.Errorf("tolerating the taint: choice %+v, want 3/3/3", jp.Choice)
+	}
+	job.Spec.Worker.Spec.NodeSelector = map[string]string{"kubernetes.io/arch": "riscv64"}
+	_, err := PlanJob(s, job, "finegrain-placer")
+	if err == nil || !strings.Contains(err.Error(), "no node can take even one task: HPCJob hpc/j: member j-worker-0") ||
+		!strings.Contains(err.Error(), "3 do not match the nodeSelector kubernetes.io/arch=riscv64, 1 untolerated taint node.kubernetes.io/unschedulable:NoSchedule") {
+		t.Errorf("error %v", err)
+	}
+}
+
+// Enough free CPUs in total but no NUMA node big enough for a worker.
+func TestFragmentedCluster(t *testing.T) {
+	s := snapshot.Build(st.Uniform("n", 4, 2, 6, 64))
+	job := newJob(16, v1alpha1.ProfileCPU, v1alpha1.GranularityNone)
+	_, err := PlanJob(s, job, "finegrain-placer")
+	if err == nil || !strings.Contains(err.Error(), "member j-worker-0 (8 exclusive CPUs in one NUMA node, requests cpu 8, memory 8Gi) fits none of 4 nodes: 4 have no NUMA node with 8 free CPUs and 8Gi free memory (the largest has 6)") {
+		t.Errorf("error %v", err)
+	}
+	jp := mustPlan(t, s, newJob(16, v1alpha1.ProfileCPU, v1alpha1.GranularityScale))
+	if jp.Choice != (Choice{4, 4, 4}) {
+		t.Errorf("scale on the fragmented cluster: %+v", jp.Choice)
+	}
+	// A network job that does not fit one NUMA node splits into the fewest workers that fit,
+	// packed as one group: 16 tasks over NUMA nodes of 6 → 3 workers, two sharing a node.
+	jp = mustPlan(t, s, newJob(16, v1alpha1.ProfileNetwork, v1alpha1.GranularityScale))
+	if jp.Choice != (Choice{2, 3, 1}) || !slices.Equal(placements(jp), []string{"0:6@n-0000/0", "1:5@n-0000/1", "2:5@n-0001/0"}) {
+		t.Errorf("network split: choice %+v placements %v", jp.Choice, placements(jp))
+	}
+	if jp.Note != "network job does not fit one NUMA node: split into 3 workers on 2 nodes" {
+		t.Errorf("note %q", jp.Note)
+	}
+}
+
+// A stale free-core map never double-books: pinned pods the agent has not reported yet hold
+// their cores.
+func TestStaleCluster(t *testing.T) {
+	in := st.Uniform("n", 2, 2, 18, 64)
+	a := st.Pod("hpc", "old-worker-0", "n-0000", "10", "", true)
+	a.Annotations[v1alpha1.AnnotationNUMANode] = "0"
+	b := st.Pod("hpc", "old-worker-1", "n-0000", "10", "", true)
+	b.Annotations[v1alpha1.AnnotationNUMANode] = "1"
+	in.Pods = []*corev1.Pod{a, b}
+	job := newJob(12, v1alpha1.ProfileNetwork, v1alpha1.GranularityScale)
+	job.Spec.Placement = v1alpha1.MostLoaded
+	jp := mustPlan(t, snapshot.Build(in), job)
+	if got := placements(jp); !slices.Equal(got, []string{"0:12@n-0001/0"}) {
+		t.Errorf("placements %v: n-0000 has only 8 free CPUs per NUMA node once its unreported pods count", got)
+	}
+	// Once the agent reports them, the same answer comes from the map itself.
+	in.Topologies[0] = st.NRT("n-0000", 2,
+		st.Zone{Free: "10-17", Available: -1, Pins: "hpc/old-worker-0/main=0-9"},
+		st.Zone{Free: "28-35", Available: -1, Pins: "hpc/old-worker-1/main=18-27"})
+	s := snapshot.Build(in)
+	if len(s.Assumed) != 0 {
+		t.Errorf("assumed %v", s.Assumed)
+	}
+	if got := placements(mustPlan(t, s, job)); !slices.Equal(got, []string{"0:12@n-0001/0"}) {
+		t.Errorf("placements %v", got)
+	}
+}
+
+func TestElastic(t *testing.T) {
+	s := snapshot.Build(st.Uniform("n", 2, 1, 18, 64))
+	job := newJob(64, v1alpha1.ProfileCPU, v1alpha1.GranularityScale)
+	job.Spec.Elastic = &v1alpha1.Elastic{MinReplicas: 2, MaxReplicas: 8}
+	v1alpha1.SetDefaults(&job.Spec)
+	jp := mustPlan(t, s, job)
+	if jp.Choice != (Choice{4, 4, 4}) || jp.Note != "elastic job started with 4 of at most 8 workers" {
+		t.Errorf("choice %+v note %q", jp.Choice, jp.Note)
+	}
+	for _, w := range jp.Workers {
+		if w.Tasks != 8 {
+			t.Errorf("worker %s runs %d tasks, want 8", w.Name, w.Tasks)
+		}
+	}
+	job.Spec.Elastic.MinReplicas = 5
+	if _, err := PlanJob(s, job, "finegrain-placer"); err == nil || !strings.Contains(err.Error(), "elastic job does not fit even at minReplicas 5") {
+		t.Errorf("error %v", err)
+	}
+}
+
+func TestMinAvailableJob(t *testing.T) {
+	s := snapshot.Build(st.Uniform("n", 2, 1, 8, 64))
+	job := newJob(24, v1alpha1.ProfileCPU, v1alpha1.GranularityNone)
+	job.Spec.Workers = 3
+	if _, err := PlanJob(s, job, "finegrain-placer"); err == nil {
+		t.Fatal("three 8-CPU workers fit two 8-CPU nodes")
+	}
+	two := int32(2)
+	job.Spec.Gang.MinAvailable = &two
+	jp := mustPlan(t, s, job)
+	if len(jp.Result.Placements) != 2 || len(jp.Result.Unplaced) != 1 {
+		t.Errorf("placed %d, unplaced %v", len(jp.Result.Placements), jp.Result.Unplaced)
+	}
+}

@@ -1,0 +1,171 @@
+package hpcjob
+
+import (
+	"errors"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/finegrain-dev/finegrain/pkg/apis/finegrain/v1alpha1"
+	"github.com/finegrain-dev/finegrain/pkg/placer/plan"
+	"github.com/finegrain-dev/finegrain/pkg/placer/snapshot"
+)
+
+// JobPlan is a job expanded and placed on a snapshot.
+type JobPlan struct {
+	Choice  Choice
+	Workers []Worker
+	// Pods are the worker pods, index-aligned with Workers; Launcher is the launcher pod.
+	Pods     []*corev1.Pod
+	Launcher *corev1.Pod
+	Gang     *plan.Gang
+	Result   *plan.Result
+	Hostfile string
+	// Note explains a choice that differs from the plain policy (a network job split over
+	// several workers, an elastic job below its maximum).
+	Note string
+}
+
+// expansion builds the pods and gang of a job for one choice of worker tasks and groups.
+func expansion(job *v1alpha1.HPCJob, tasks []int, groups int, scheduler string) *JobPlan {
+	jp := &JobPlan{Workers: Workers(job, tasks, groups)}
+	policy := plan.LeastLoaded
+	if job.Spec.Placement == v1alpha1.MostLoaded {
+		policy = plan.MostLoaded
+	}
+	g := &plan.Gang{
+		Key:            snapshot.HPCJobKey(job.Namespace, job.Name),
+		Groups:         groups,
+		Policy:         policy,
+		ExclusiveNodes: job.Spec.ExclusiveNodes,
+	}
+	workerC := plan.ConstraintsOf(&job.Spec.Worker.Spec)
+	for _, w := range jp.Workers {
+		pod := WorkerPod(job, w, scheduler)
+		jp.Pods = append(jp.Pods, pod)
+		g.Members = append(g.Members, plan.MemberFromPod(pod, w.Group, workerC))
+	}
+	if m := job.Spec.Gang.MinAvailable; m != nil && job.Spec.Elastic == nil {
+		g.MinAvailable = min(int(*m), len(g.Members))
+	}
+	jp.Launcher = LauncherPod(job, scheduler)
+	launcher := plan.MemberFromPod(jp.Launcher, 0, plan.ConstraintsOf(&jp.Launcher.Spec))
+	g.Launcher = &launcher
+	jp.Gang = g
+	jp.Hostfile = Hostfile(jp.Workers)
+	return jp
+}
+
+func (jp *JobPlan) place(s *snapshot.Snapshot) error {
+	res, err := plan.Plan(s, jp.Gang)
+	if err != nil {
+		return err
+	}
+	jp.Result = res
+	return nil
+}
+
+// PlanJob expands a validated job and plans it on a snapshot; scheduler is the schedulerName
+// its pods get. It returns a *plan.FitError (possibly wrapped) when the job does not fit.
+func PlanJob(s *snapshot.Snapshot, job *v1alpha1.HPCJob, scheduler string) (*JobPlan, error) {
+	spec := &job.Spec
+	if spec.Elastic != nil {
+		return planElastic(s, job, scheduler)
+	}
+	available := 0
+	if spec.Granularity != v1alpha1.GranularityNone && spec.Profile != v1alpha1.ProfileNetwork {
+		probe := expansion(job, []int{1}, 1, scheduler)
+		available = plan.Available(s, probe.Gang, &probe.Gang.Members[0])
+		if available == 0 {
+			probe.Gang.Launcher = nil
+			_, err := plan.Plan(s, probe.Gang)
+			return nil, fmt.Errorf("no node can take even one task: %w", err)
+		}
+	}
+	c := Choose(spec, available)
+	jp := expansion(job, SplitTasks(int(spec.Tasks), c.Workers), c.Groups, scheduler)
+	jp.Choice = c
+	err := jp.place(s)
+	if err == nil && spec.Granularity == v1alpha1.GranularityNone && jp.Result.NodesUsed > c.Nodes {
+		jp.Note = fmt.Sprintf("granularity none asks for one node; the %d workers did not fit one and use %d", c.Workers, jp.Result.NodesUsed)
+	}
+	var fe *plan.FitError
+	if err == nil || spec.Profile != v1alpha1.ProfileNetwork || spec.Granularity == v1alpha1.GranularityNone || !errors.As(err, &fe) {
+		return jp, err
+	}
+	return splitNetwork(s, job, scheduler, err)
+}
+
+// splitNetwork places a network job that does not fit one NUMA node of one node: it looks for
+// the fewest workers, each small enough for one NUMA node, that fit as one task group — which
+// packs them onto as few nodes as possible (MPI ranks on one node talk through shared memory).
+func splitNetwork(s *snapshot.Snapshot, job *v1alpha1.HPCJob, scheduler string, single error) (*JobPlan, error) {
+	nt := int(job.Spec.Tasks)
+	cpu := int(job.Spec.TaskResources.CPU.Value())
+	hi := min(nt, v1alpha1.MaxWorkers)
+	lo := 2
+	if z := plan.LargestZone(s); z > 0 {
+		lo = max(lo, (nt*cpu+z-1)/z)
+	}
+	if lo > hi {
+		return nil, single
+	}
+	try := func(k int) (*JobPlan, error) {
+		jp := expansion(job, SplitTasks(nt, k), 1, scheduler)
+		return jp, jp.place(s)
+	}
+	best, err := try(hi)
+	if err != nil {
+		return nil, fmt.Errorf("network job fits neither one worker (%w) nor %d workers: %w", single, hi, err)
+	}
+	bestK := hi
+	for lo < bestK {
+		mid := lo + (bestK-lo)/2
+		if jp, err := try(mid); err == nil {
+			best, bestK = jp, mid
+		} else {
+			lo = mid + 1
+		}
+	}
+	best.Choice = Choice{Nodes: best.Result.NodesUsed, Workers: bestK, Groups: 1}
+	best.Note = fmt.Sprintf("network job does not fit one NUMA node: split into %d workers on %d nodes", bestK, best.Result.NodesUsed)
+	return best, nil
+}
+
+// planElastic starts an elastic job with as many workers as fit, between minReplicas and
+// maxReplicas, each running tasks/maxReplicas tasks; cpu and memory jobs spread one group per
+// worker, network jobs pack as one group.
+func planElastic(s *snapshot.Snapshot, job *v1alpha1.HPCJob, scheduler string) (*JobPlan, error) {
+	e := job.Spec.Elastic
+	per := int(job.Spec.Tasks / e.MaxReplicas)
+	try := func(k int) (*JobPlan, error) {
+		groups, nodes := k, k
+		if job.Spec.Profile == v1alpha1.ProfileNetwork {
+			groups, nodes = 1, 1
+		}
+		tasks := make([]int, k)
+		for i := range tasks {
+			tasks[i] = per
+		}
+		jp := expansion(job, tasks, groups, scheduler)
+		jp.Choice = Choice{Nodes: nodes, Workers: k, Groups: groups}
+		return jp, jp.place(s)
+	}
+	lo, hi := int(e.MinReplicas), int(e.MaxReplicas)
+	best, err := try(lo)
+	if err != nil {
+		return nil, fmt.Errorf("elastic job does not fit even at minReplicas %d: %w", lo, err)
+	}
+	for lo < hi {
+		mid := lo + (hi-lo+1)/2
+		if jp, err := try(mid); err == nil {
+			best, lo = jp, mid
+		} else {
+			hi = mid - 1
+		}
+	}
+	if lo < int(e.MaxReplicas) {
+		best.Note = fmt.Sprintf("elastic job started with %d of at most %d workers", lo, e.MaxReplicas)
+	}
+	return best, nil
+}

@@ -1,0 +1,97 @@
+package plan
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+
+	"github.com/finegrain-dev/finegrain/pkg/apis/finegrain/v1alpha1"
+	"github.com/finegrain-dev/finegrain/pkg/placer/snapshot"
+)
+
+// MemberFromPod makes a gang member of a pod: what it requests from a node and from one NUMA
+// node, its constraints (pass the same pointer for pods with identical constraints), and the
+// node it is bound to, if any.
+func MemberFromPod(pod *corev1.Pod, group int, c *Constraints) Member {
+	cpus, mem := snapshot.PinnedDemand(pod)
+	return Member{
+		Name:         pod.Name,
+		Group:        group,
+		Request:      snapshot.PodRequests(pod),
+		PinnedCPUs:   cpus,
+		PinnedMemory: mem,
+		Constraints:  c,
+		BoundNode:    pod.Spec.NodeName,
+	}
+}
+
+// IncompleteError says a pod group has fewer pods than its min-available: the gang waits for
+// its pods to be created rather than failing.
+type IncompleteError struct {
+	Group      string
+	Have, Want int
+}
+
+func (e *IncompleteError) Error() string {
+	return fmt.Sprintf("%s has %d pods, fewer than its min-available %d: waiting for the rest to be created", e.Group, e.Have, e.Want)
+}
+
+// PodGang makes the gang of plain pods labelled pod-group.scheduling.x-k8s.io/name=name in one
+// namespace. Every pod must carry the same positive min-available label (default: all pods).
+// Terminated pods are left out; bound pods count toward min-available and stay where they are.
+// All members form one task group, so the gang packs onto as few nodes as it fits; a pod
+// annotated finegrain.dev/exclusive-nodes=true makes the gang keep other HPC jobs off its nodes.
+func PodGang(namespace, name string, pods []*corev1.Pod) (*Gang, error) {
+	key := snapshot.PodGroupKey(namespace, name)
+	var live []*corev1.Pod
+	for _, p := range pods {
+		if p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
+			live = append(live, p)
+		}
+	}
+	slices.SortFunc(live, func(a, b *corev1.Pod) int { return cmp.Compare(a.Name, b.Name) })
+	g := &Gang{Key: key, Groups: 1, Policy: LeastLoaded}
+	minSet, minFrom := -1, ""
+	var classes []*Constraints
+	for _, p := range live {
+		if v, ok := p.Labels[v1alpha1.LabelPodGroupMinAvailable]; ok {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 1 {
+				return nil, fmt.Errorf("%s: pod %s has label %s=%q, want a positive integer",
+					key, p.Name, v1alpha1.LabelPodGroupMinAvailable, v)
+			}
+			if minSet >= 0 && n != minSet {
+				return nil, fmt.Errorf("%s: pods %s and %s disagree on %s (%d and %d); give every pod the same value",
+					key, minFrom, p.Name, v1alpha1.LabelPodGroupMinAvailable, minSet, n)
+			}
+			minSet, minFrom = n, p.Name
+		}
+		if p.Annotations[v1alpha1.AnnotationExclusiveNodes] == "true" {
+			g.ExclusiveNodes = true
+		}
+		g.Members = append(g.Members, MemberFromPod(p, 0, sharedConstraints(&classes, ConstraintsOf(&p.Spec))))
+	}
+	if minSet < 0 {
+		minSet = len(g.Members)
+	}
+	if minSet > len(g.Members) {
+		return nil, &IncompleteError{Group: key, Have: len(g.Members), Want: minSet}
+	}
+	g.MinAvailable = minSet
+	return g, nil
+}
+
+// sharedConstraints returns an existing pointer equal to c, or records c.
+func sharedConstraints(seen *[]*Constraints, c *Constraints) *Constraints {
+	for _, s := range *seen {
+		if equality.Semantic.DeepEqual(s, c) {
+			return s
+		}
+	}
+	*seen = append(*seen, c)
+	return c
+}

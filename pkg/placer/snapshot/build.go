@@ -1,0 +1,190 @@
+package snapshot
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/finegrain-dev/finegrain/pkg/apis/finegrain/v1alpha1"
+)
+
+// Input is the API objects a snapshot is built from.
+type Input struct {
+	Nodes []*corev1.Node
+	// Topologies are NodeResourceTopology objects, one per node, named after it.
+	Topologies []*unstructured.Unstructured
+	// Pods are all pods; pending and terminated ones are skipped.
+	Pods []*corev1.Pod
+}
+
+// HPCJobKey is the JobOnNode key of an HPCJob.
+func HPCJobKey(namespace, name string) string { return "HPCJob " + namespace + "/" + name }
+
+// PodGroupKey is the JobOnNode key of a gang of plain pods.
+func PodGroupKey(namespace, name string) string { return "pod group " + namespace + "/" + name }
+
+// JobOf returns the HPC job a pod is a worker of, if any.
+func JobOf(pod *corev1.Pod) (JobOnNode, bool) {
+	exclusive := pod.Annotations[v1alpha1.AnnotationExclusiveNodes] == "true"
+	if job := pod.Labels[v1alpha1.LabelJob]; job != "" && pod.Labels[v1alpha1.LabelRole] == v1alpha1.RoleWorker {
+		return JobOnNode{Key: HPCJobKey(pod.Namespace, job), Exclusive: exclusive}, true
+	}
+	if group := pod.Labels[v1alpha1.LabelPodGroup]; group != "" {
+		return JobOnNode{Key: PodGroupKey(pod.Namespace, group), Exclusive: exclusive}, true
+	}
+	return JobOnNode{}, false
+}
+
+const unschedulableTaint = "node.kubernetes.io/unschedulable"
+
+// Build makes a snapshot. It never fails: an object it cannot read is reported in Warnings (and
+// a node with an unreadable free-core map gets a TopologyProblem).
+func Build(in Input) *Snapshot {
+	s := &Snapshot{Nodes: make([]Node, 0, len(in.Nodes))}
+	for _, n := range in.Nodes {
+		s.Nodes = append(s.Nodes, newNode(n))
+	}
+	slices.SortFunc(s.Nodes, func(a, b Node) int { return cmp.Compare(a.Name, b.Name) })
+	s.Nodes = slices.CompactFunc(s.Nodes, func(a, b Node) bool { return a.Name == b.Name })
+
+	topos := make([]*nodeTopology, len(s.Nodes))
+	for _, u := range in.Topologies {
+		i, ok := s.NodeIndex(u.GetName())
+		if !ok {
+			s.Warnings = append(s.Warnings, fmt.Sprintf("NodeResourceTopology %s has no node of that name; ignored", u.GetName()))
+			continue
+		}
+		t, err := parseNRT(u)
+		if err != nil {
+			s.Nodes[i].TopologyProblem = err.Error()
+			s.Warnings = append(s.Warnings, err.Error())
+			continue
+		}
+		s.Warnings = append(s.Warnings, t.warnings...)
+		topos[i] = t
+		s.Nodes[i].Fingerprint, s.Nodes[i].Generation = t.fingerprint, t.generation
+	}
+	for i := range s.Nodes {
+		if topos[i] == nil && s.Nodes[i].TopologyProblem == "" {
+			s.Nodes[i].TopologyProblem = "no NodeResourceTopology: the node agent has not published a free-core map"
+		}
+	}
+
+	pods := slices.Clone(in.Pods)
+	slices.SortFunc(pods, func(a, b *corev1.Pod) int {
+		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
+	})
+	pinnedMem := make([]map[int]int64, len(s.Nodes))
+	for _, p := range pods {
+		if p.Spec.NodeName == "" || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		i, ok := s.NodeIndex(p.Spec.NodeName)
+		if !ok {
+			continue
+		}
+		node := &s.Nodes[i]
+		req := PodRequests(p)
+		node.Requested.Add(&req)
+		if job, ok := JobOf(p); ok {
+			node.addJob(job)
+		}
+		if topos[i] != nil {
+			s.account(p, node, topos[i], &pinnedMem[i])
+		}
+	}
+
+	for i := range s.Nodes {
+		node := &s.Nodes[i]
+		node.ZoneStart = len(s.Zones)
+		if t := topos[i]; t != nil {
+			for _, z := range t.zones {
+				if z.FreeMemory >= 0 && z.allocatableMemory > 0 {
+					z.FreeMemory = max(min(z.FreeMemory, z.allocatableMemory-pinnedMem[i][z.NUMA]), 0)
+				}
+				s.Zones = append(s.Zones, z)
+			}
+		}
+		node.ZoneEnd = len(s.Zones)
+	}
+	return s
+}
+
+// account charges a bound pinned pod to its NUMA node: only its memory when the node agent
+// already lists it in its pins (the published free CPUs exclude its cores), its CPUs and memory
+// as an assumption otherwise. pinnedMem collects the memory of every pinned pod per NUMA node,
+// so that a map reporting memory without subtracting pinned pods cannot overbook it.
+func (s *Snapshot) account(p *corev1.Pod, node *Node, t *nodeTopology, pinnedMem *map[int]int64) {
+	cpus, mem := PinnedDemand(p)
+	if cpus == 0 {
+		return
+	}
+	if *pinnedMem == nil {
+		*pinnedMem = map[int]int64{}
+	}
+	key := p.Namespace + "/" + p.Name
+	if numa, ok := t.pinned[key]; ok {
+		(*pinnedMem)[numa] += mem
+		return
+	}
+	zone := &t.zones[assumedZone(p, t.zones, cpus)]
+	(*pinnedMem)[zone.NUMA] += mem
+	zone.FreeCPUs = max(zone.FreeCPUs-cpus, 0)
+	if zone.FreeMemory >= 0 {
+		zone.FreeMemory = max(zone.FreeMemory-mem, 0)
+	}
+	s.Assumed = append(s.Assumed, Assumption{Pod: key, Node: node.Name, NUMA: zone.NUMA, CPUs: cpus, Memory: mem})
+}
+
+// assumedZone is where an unreported pinned pod holds its cores: the NUMA node the placer
+// annotated, else the one the node agent would pick — the fullest that still fits (it fills
+// partly used NUMA nodes first) — else the one with the most free CPUs.
+func assumedZone(p *corev1.Pod, zones []Zone, cpus int) int {
+	if v, ok := p.Annotations[v1alpha1.AnnotationNUMANode]; ok {
+		if id, err := strconv.Atoi(v); err == nil {
+			for i := range zones {
+				if zones[i].NUMA == id {
+					return i
+				}
+			}
+		}
+	}
+	best, largest := -1, 0
+	for i := range zones {
+		if zones[i].FreeCPUs >= cpus && (best < 0 || zones[i].FreeCPUs < zones[best].FreeCPUs) {
+			best = i
+		}
+		if zones[i].FreeCPUs > zones[largest].FreeCPUs {
+			largest = i
+		}
+	}
+	if best < 0 {
+		return largest
+	}
+	return best
+}
+
+func newNode(n *corev1.Node) Node {
+	alloc := n.Status.Allocatable
+	if len(alloc) == 0 {
+		alloc = n.Status.Capacity
+	}
+	node := Node{Name: n.Name, Labels: n.Labels, Taints: n.Spec.Taints, Allocatable: ResourcesOf(alloc)}
+	if n.Spec.Unschedulable {
+		node.Taints = append(slices.Clone(node.Taints), corev1.Taint{Key: unschedulableTaint, Effect: corev1.TaintEffectNoSchedule})
+	}
+	return node
+}
+
+func (n *Node) addJob(j JobOnNode) {
+	i, found := slices.BinarySearchFunc(n.Jobs, j.Key, func(a JobOnNode, k string) int { return cmp.Compare(a.Key, k) })
+	if found {
+		n.Jobs[i].Exclusive = n.Jobs[i].Exclusive || j.Exclusive
+		return
+	}
+	n.Jobs = slices.Insert(n.Jobs, i, j)
+}

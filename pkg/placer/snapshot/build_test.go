@@ -1,0 +1,229 @@
+package snapshot_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/finegrain-dev/finegrain/pkg/apis/finegrain/v1alpha1"
+	"github.com/finegrain-dev/finegrain/pkg/placer/snapshot"
+	st "github.com/finegrain-dev/finegrain/pkg/placer/snapshot/snapshottest"
+)
+
+func zonesOf(t *testing.T, s *snapshot.Snapshot, node string) []snapshot.Zone {
+	t.Helper()
+	i, ok := s.NodeIndex(node)
+	if !ok {
+		t.Fatalf("node %s missing from snapshot", node)
+	}
+	return s.ZonesOf(i)
+}
+
+func TestBuildReadsFreeCoreMaps(t *testing.T) {
+	s := snapshot.Build(snapshot.Input{
+		Nodes: []*corev1.Node{st.Node("n2", 36, "128Gi", nil), st.Node("n1", 36, "128Gi", nil)},
+		Topologies: []*unstructured.Unstructured{
+			st.NRT("n1", 7, st.Zone{Free: "1-17", Available: 14, Memory: "64Gi"}, st.Zone{Free: "18-35", Available: -1}),
+		},
+	})
+	if s.Nodes[0].Name != "n1" || s.Nodes[1].Name != "n2" {
+		t.Fatalf("nodes not sorted: %s, %s", s.Nodes[0].Name, s.Nodes[1].Name)
+	}
+	got := zonesOf(t, s, "n1")
+	want := []snapshot.Zone{
+		{NUMA: 0, FreeCPUs: 14, FreeCPUList: "1-17", FreeMemory: 64 << 30},
+		{NUMA: 1, FreeCPUs: 18, FreeCPUList: "18-35", FreeMemory: -1},
+	}
+	if d := cmp.Diff(want, got, cmp.AllowUnexported(snapshot.Zone{}), cmp.FilterPath(func(p cmp.Path) bool {
+		return p.Last().String() == ".allocatableMemory"
+	}, cmp.Ignore())); d != "" {
+		t.Errorf("zones (-want +got):\n%s", d)
+	}
+	if s.Nodes[0].Generation != 7 || s.Nodes[0].TopologyProblem != "" {
+		t.Errorf("n1 = %+v", s.Nodes[0])
+	}
+	if !strings.Contains(s.Nodes[1].TopologyProblem, "no NodeResourceTopology") {
+		t.Errorf("n2 problem = %q, want no NodeResourceTopology", s.Nodes[1].TopologyProblem)
+	}
+}
+
+func TestBuildRejectsMalformedMaps(t *testing.T) {
+	tests := []struct {
+		name   string
+		mutate func(u *unstructured.Unstructured)
+		want   string
+	}{
+		{"bad cpu list", func(u *unstructured.Unstructured) { setZoneAttr(u, 0, "finegrain.dev/free-cpus", "3-1") },
+			`NodeResourceTopology n1 zone "node-0": attribute finegrain.dev/free-cpus="3-1" is not a CPU list`},
+		{"no free cpus", func(u *unstructured.Unstructured) { zone(u, 0)["attributes"] = []any{} },
+			`zone "node-0": no finegrain.dev/free-cpus attribute: the node agent has not published a free-core map`},
+		{"bad zone name", func(u *unstructured.Unstructured) { zone(u, 1)["name"] = "socket-1" },
+			`zone "socket-1": zone name must be node-<NUMA id>`},
+		{"duplicate zone", func(u *unstructured.Unstructured) { zone(u, 1)["name"] = "node-0" },
+			`lists NUMA node 0 twice`},
+		{"zones not a list", func(u *unstructured.Unstructured) { u.Object["zones"] = "none" },
+			`does not have the topology.node.k8s.io/v1alpha2 shape`},
+		{"bad quantity", func(u *unstructured.Unstructured) {
+			zone(u, 0)["resources"] = []any{map[string]any{"name": "cpu", "available": "lots"}}
+		}, `does not have the topology.node.k8s.io/v1alpha2 shape`},
+		{"only other zone types", func(u *unstructured.Unstructured) {
+			zone(u, 0)["type"] = "Socket"
+			zone(u, 1)["type"] = "Socket"
+		}, `has no zone of type Node`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			u := st.NRT("n1", 1, st.Zone{Free: "0-17", Available: -1}, st.Zone{Free: "18-35", Available: -1})
+			tc.mutate(u)
+			s := snapshot.Build(snapshot.Input{Nodes: []*corev1.Node{st.Node("n1", 36, "64Gi", nil)}, Topologies: []*unstructured.Unstructured{u}})
+			if got := s.Nodes[0].TopologyProblem; !strings.Contains(got, tc.want) {
+				t.Errorf("problem %q\ndoes not contain %q", got, tc.want)
+			}
+			if len(s.ZonesOf(0)) != 0 {
+				t.Errorf("a node with a malformed map has zones %v", s.ZonesOf(0))
+			}
+			if len(s.Warnings) == 0 {
+				t.Error("no warning for a malformed map")
+			}
+		})
+	}
+}
+
+func zone(u *unstructured.Unstructured, i int) map[string]any {
+	return u.Object["zones"].([]any)[i].(map[string]any)
+}
+
+func setZoneAttr(u *unstructured.Unstructured, i int, name, value string) {
+	z := zone(u, i)
+	z["attributes"] = []any{map[string]any{"name": name, "value": value}}
+}
+
+// A pinned pod bound to a node whose map does not list it yet holds its cores as an assumption
+// (in the NUMA node the placer annotated); once the map lists it in its pins, only its memory is
+// charged; when it is gone, nothing is.
+func TestBuildAssumesUnreportedPinnedPods(t *testing.T) {
+	nodes := []*corev1.Node{st.Node("n1", 36, "128Gi", nil)}
+	reported := st.Pod("hpc", "a", "n1", "4", "8Gi", true)
+	unreported := st.Pod("hpc", "b", "n1", "6", "8Gi", true)
+	unreported.Annotations[v1alpha1.AnnotationNUMANode] = "1"
+	unannotated := st.Pod("hpc", "c", "n1", "2", "", true)
+	shared := st.Pod("web", "d", "n1", "1500m", "1Gi", false)
+	done := st.Pod("hpc", "e", "n1", "8", "", true)
+	done.Status.Phase = corev1.PodSucceeded
+	pending := st.Pod("hpc", "f", "", "8", "", true)
+	nrt := st.NRT("n1", 3,
+		st.Zone{Free: "4-17", Available: -1, Memory: "64Gi", Pins: "hpc/a/main=0-3"},
+		st.Zone{Free: "18-35", Available: -1, Memory: "64Gi"})
+	s := snapshot.Build(snapshot.Input{
+		Nodes: nodes, Topologies: []*unstructured.Unstructured{nrt},
+		Pods: []*corev1.Pod{shared, unannotated, reported, done, pending, unreported},
+	})
+	wantAssumed := []snapshot.Assumption{
+		{Pod: "hpc/b", Node: "n1", NUMA: 1, CPUs: 6, Memory: 8 << 30},
+		// the fullest NUMA node that fits, as the agent would pick: 1 (12 free after b) over 0 (14)
+		{Pod: "hpc/c", Node: "n1", NUMA: 1, CPUs: 2},
+	}
+	if d := cmp.Diff(wantAssumed, s.Assumed); d != "" {
+		t.Errorf("assumptions (-want +got):\n%s", d)
+	}
+	z := zonesOf(t, s, "n1")
+	if z[0].FreeCPUs != 14 || z[1].FreeCPUs != 10 {
+		t.Errorf("free CPUs = %d, %d; want 14, 10", z[0].FreeCPUs, z[1].FreeCPUs)
+	}
+	if z[0].FreeMemory != 56<<30 || z[1].FreeMemory != 56<<30 {
+		t.Errorf("free memory = %d, %d; want 56Gi each", z[0].FreeMemory, z[1].FreeMemory)
+	}
+	req := s.Nodes[0].Requested
+	if req.MilliCPU != 13500 || req.Pods != 4 || req.Memory != 17<<30 {
+		t.Errorf("requested = %+v; want 13.5 CPUs, 17Gi, 4 pods", req)
+	}
+
+	// The agent catches up: b and c are in the pins, nothing is assumed any more.
+	nrt = st.NRT("n1", 4,
+		st.Zone{Free: "4-17", Available: -1, Memory: "64Gi", Pins: "hpc/a/main=0-3"},
+		st.Zone{Free: "18-19,26-35", Available: -1, Memory: "64Gi", Pins: "hpc/b/main=20-25;hpc/c/main=18-19"})
+	s = snapshot.Build(snapshot.Input{Nodes: nodes, Topologies: []*unstructured.Unstructured{nrt}, Pods: []*corev1.Pod{reported, unreported, unannotated}})
+	if len(s.Assumed) != 0 {
+		t.Errorf("assumed %v after the map lists the pods", s.Assumed)
+	}
+	if z := zonesOf(t, s, "n1"); z[1].FreeCPUs != 12 {
+		t.Errorf("NUMA 1 free = %d, want 12", z[1].FreeCPUs)
+	}
+}
+
+func TestBuildWarnsOnMalformedPins(t *testing.T) {
+	nrt := st.NRT("n1", 1, st.Zone{Free: "0-7", Available: -1, Pins: "hpc/a=0-3;hpc/b/main=4-x"})
+	s := snapshot.Build(snapshot.Input{Nodes: []*corev1.Node{st.Node("n1", 8, "8Gi", nil)}, Topologies: []*unstructured.Unstructured{nrt},
+		Pods: []*corev1.Pod{st.Pod("hpc", "a", "n1", "2", "", true)}})
+	if len(s.Warnings) != 2 {
+		t.Fatalf("warnings = %q, want two", s.Warnings)
+	}
+	if !strings.Contains(s.Warnings[0], `pins entry "hpc/a=0-3" ignored`) {
+		t.Errorf("warning %q", s.Warnings[0])
+	}
+	if len(s.Assumed) != 1 || s.Assumed[0].Pod != "hpc/a" {
+		t.Errorf("a pod behind a malformed pins entry is not held as assumed: %v", s.Assumed)
+	}
+}
+
+func TestBuildCordonAndJobs(t *testing.T) {
+	n := st.Node("n1", 8, "8Gi", nil)
+	n.Spec.Unschedulable = true
+	w := st.Pod("hpc", "j-worker-0", "n1", "2", "", true)
+	w.Labels[v1alpha1.LabelJob] = "j"
+	w.Labels[v1alpha1.LabelRole] = v1alpha1.RoleWorker
+	w.Annotations[v1alpha1.AnnotationExclusiveNodes] = "true"
+	g := st.Pod("ml", "p0", "n1", "1", "", false)
+	g.Labels[v1alpha1.LabelPodGroup] = "train"
+	s := snapshot.Build(snapshot.Input{Nodes: []*corev1.Node{n}, Pods: []*corev1.Pod{g, w}})
+	want := []snapshot.JobOnNode{{Key: "HPCJob hpc/j", Exclusive: true}, {Key: "pod group ml/train"}}
+	if d := cmp.Diff(want, s.Nodes[0].Jobs); d != "" {
+		t.Errorf("jobs (-want +got):\n%s", d)
+	}
+	if len(s.Nodes[0].Taints) != 1 || s.Nodes[0].Taints[0].Key != "node.kubernetes.io/unschedulable" {
+		t.Errorf("cordoned node taints = %v", s.Nodes[0].Taints)
+	}
+	if len(n.Spec.Taints) != 0 {
+		t.Error("Build changed the input node")
+	}
+}
+
+func TestPodRequests(t *testing.T) {
+	always := corev1.ContainerRestartPolicyAlways
+	c := func(name, cpu, mem string) corev1.Container {
+		return corev1.Container{Name: name, Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
+			corev1.ResourceCPU: resource.MustParse(cpu), corev1.ResourceMemory: resource.MustParse(mem)}}}
+	}
+	sidecar := c("proxy", "500m", "100Mi")
+	sidecar.RestartPolicy = &always
+	limitOnly := corev1.Container{Name: "l", Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{
+		corev1.ResourceCPU: resource.MustParse("1"), "example.com/fpga": resource.MustParse("2")}}}
+	pod := &corev1.Pod{Spec: corev1.PodSpec{
+		InitContainers: []corev1.Container{sidecar, c("init", "3", "1Gi")},
+		Containers:     []corev1.Container{c("a", "1", "1Gi"), limitOnly},
+		Overhead:       corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")},
+	}}
+	got := snapshot.PodRequests(pod)
+	// containers 2 CPU + sidecar 0.5 = 2.5; init 3 + sidecar 0.5 = 3.5 wins; + 0.1 overhead
+	want := snapshot.Resources{MilliCPU: 3600, Memory: 1<<30 + 100<<20, Pods: 1,
+		Scalars: []snapshot.Scalar{{Name: "example.com/fpga", Value: 2}}}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("requests (-want +got):\n%s", d)
+	}
+}
+
+func TestPinnedDemand(t *testing.T) {
+	p := st.Pod("hpc", "w", "", "4", "8Gi", true)
+	p.Spec.Containers = append(p.Spec.Containers, corev1.Container{Name: "side", Resources: corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("250m"), corev1.ResourceMemory: resource.MustParse("1Gi")}}})
+	if cpus, mem := snapshot.PinnedDemand(p); cpus != 4 || mem != 8<<30 {
+		t.Errorf("pinned demand = %d CPUs, %d bytes; want 4, 8Gi (the fractional sidecar stays shared)", cpus, mem)
+	}
+	if cpus, _ := snapshot.PinnedDemand(st.Pod("web", "x", "", "4", "", false)); cpus != 0 {
+		t.Errorf("an unlabelled pod is pinned to %d CPUs", cpus)
+	}
+}

@@ -1,0 +1,139 @@
+// Package snapshot owns the placer's view of the cluster at one instant: per node its labels,
+// taints, allocatable and requested resources, the HPC jobs it runs, and the free cores of each
+// NUMA node from the node agent's NodeResourceTopology — corrected by assumptions for pinned
+// pods the agent has not reported yet, so that a stale map never double-books cores. Build is
+// pure: it takes API objects and returns a value; it must not talk to the API server, and it
+// never fails on a malformed object (the node is marked and the problem reported instead).
+package snapshot
+
+import (
+	"cmp"
+	"slices"
+	"strings"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// Snapshot is an immutable view of the cluster. Planners copy what they change.
+type Snapshot struct {
+	// Nodes are sorted by name.
+	Nodes []Node
+	// Zones hold every node's NUMA nodes; node i's are Zones[Nodes[i].ZoneStart:Nodes[i].ZoneEnd].
+	Zones []Zone
+	// Assumed lists pinned pods bound to a node whose free-core map does not account for them
+	// yet; their cores are already subtracted from Zones.
+	Assumed []Assumption
+	// Warnings are problems found while building (objects that could not be read).
+	Warnings []string
+
+	byLoad [2]struct {
+		once  sync.Once
+		order []int32
+	}
+}
+
+// Node is one node as the placer sees it.
+type Node struct {
+	Name   string
+	Labels map[string]string
+	// Taints include node.kubernetes.io/unschedulable:NoSchedule for a cordoned node.
+	Taints      []corev1.Taint
+	Allocatable Resources
+	// Requested is the sum of the requests of the node's pods that have not terminated.
+	Requested Resources
+	// ZoneStart and ZoneEnd delimit the node's NUMA nodes in Snapshot.Zones.
+	ZoneStart, ZoneEnd int
+	// TopologyProblem says why the node cannot take pinned workers (no free-core map, or a
+	// malformed one); empty when it can.
+	TopologyProblem string
+	// Jobs are the HPC jobs (HPCJobs and pod groups) with workers on the node, sorted by key.
+	Jobs []JobOnNode
+	// Fingerprint and Generation identify the free-core map the node agent published.
+	Fingerprint string
+	Generation  int64
+}
+
+// Zone is one NUMA node's free resources for pinned workers.
+type Zone struct {
+	// NUMA is the kernel's NUMA node ID.
+	NUMA int
+	// FreeCPUs is how many CPUs an exclusive request can still get in this NUMA node.
+	FreeCPUs int
+	// FreeCPUList is the free CPUs as published (kernel list format), before assumptions.
+	FreeCPUList string
+	// FreeMemory is the memory left for pinned workers, or -1 when the map does not report it.
+	FreeMemory int64
+
+	allocatableMemory int64
+}
+
+// JobOnNode is an HPC job present on a node.
+type JobOnNode struct {
+	// Key identifies the job: "HPCJob namespace/name" or "pod group namespace/name".
+	Key string
+	// Exclusive is true when the job wants its nodes to itself.
+	Exclusive bool
+}
+
+// Assumption is a pinned pod whose cores the placer holds on its node's free-core map until the
+// node agent reports the pod in its pins, or the pod is gone.
+type Assumption struct {
+	Pod    string `json:"pod"`
+	Node   string `json:"node"`
+	NUMA   int    `json:"numaNode"`
+	CPUs   int    `json:"cpus"`
+	Memory int64  `json:"memory"`
+}
+
+// NodeIndex returns the position of the named node.
+func (s *Snapshot) NodeIndex(name string) (int, bool) {
+	return slices.BinarySearchFunc(s.Nodes, name, func(n Node, name string) int { return strings.Compare(n.Name, name) })
+}
+
+// ZonesOf returns node i's NUMA nodes (read-only).
+func (s *Snapshot) ZonesOf(i int) []Zone {
+	n := &s.Nodes[i]
+	return s.Zones[n.ZoneStart:n.ZoneEnd]
+}
+
+// CompareLoad compares the CPU load (requested / allocatable) of two nodes given as used and
+// allocatable milli-CPUs, exactly: negative when a is less loaded. A node without allocatable
+// CPU counts as fully loaded.
+func CompareLoad(usedA, allocA, usedB, allocB int64) int {
+	switch {
+	case allocA <= 0 && allocB <= 0:
+		return 0
+	case allocA <= 0:
+		return 1
+	case allocB <= 0:
+		return -1
+	}
+	return cmp.Compare(usedA*allocB, usedB*allocA)
+}
+
+// ByLoad returns the node indices ordered by CPU load, least loaded first (or most loaded first
+// when mostLoaded is set), ties by name. It is computed once per snapshot; callers must not
+// modify it.
+func (s *Snapshot) ByLoad(mostLoaded bool) []int32 {
+	i := 0
+	if mostLoaded {
+		i = 1
+	}
+	c := &s.byLoad[i]
+	c.once.Do(func() {
+		c.order = make([]int32, len(s.Nodes))
+		for j := range c.order {
+			c.order[j] = int32(j)
+		}
+		slices.SortFunc(c.order, func(a, b int32) int {
+			na, nb := &s.Nodes[a], &s.Nodes[b]
+			l := CompareLoad(na.Requested.MilliCPU, na.Allocatable.MilliCPU, nb.Requested.MilliCPU, nb.Allocatable.MilliCPU)
+			if mostLoaded {
+				l = -l
+			}
+			return cmp.Or(l, cmp.Compare(a, b))
+		})
+	})
+	return c.order
+}
