@@ -37,6 +37,11 @@ fuzz: ## run every fuzz target for FUZZTIME each
 packing: ## compare finegrain's core packing with the kubelet's rule on seeded request streams
 	$(GO) run ./bench/packing
 
+.PHONY: topology-crosscheck
+topology-crosscheck: ## compare Discover(/sys) with lscpu, hwloc's lstopo and ghw on this machine (installs hwloc)
+	@. hack/deps.sh && install_deps test hwloc
+	$(GO) test -count=1 -v -run 'Live|Ghw' ./pkg/topology
+
 .PHONY: fgworker fgworker-openblas test-openblas bench-pinning
 fgworker: ## static fgworker (gonum BLAS, CGO_ENABLED=0): the workload image's binary
 	@mkdir -p $(BIN)

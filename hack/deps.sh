@@ -3,6 +3,8 @@
 # Usage: install_deps GROUP...   (groups: test, vm)
 
 deps_test=(util-linux)
+# make topology-crosscheck: hwloc's lstopo, the second opinion on this machine's topology.
+deps_hwloc=(hwloc)
 # make fgworker-openblas / bench-pinning: DGEMM through OpenBLAS via cgo.
 deps_bench=(libopenblas-dev gcc libc6-dev)
 # make test-vm: qemu boots Debian's kernel (fetched with apt-get download, never installed) with a
