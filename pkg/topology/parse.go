@@ -17,7 +17,6 @@ const MaxListID = 1 << 16
 // Expectations, as error messages state them.
 const (
 	wantList      = `a kernel list such as "0-3,8" (or an empty line)`
-	wantInt       = "a decimal integer"
 	wantNonNegInt = "a non-negative decimal integer"
 	wantCacheSize = `a cache size such as "32768K"`
 	wantCacheType = `"Data", "Instruction" or "Unified"`
