@@ -89,7 +89,7 @@ func WritePlot(w io.Writer, title string, rows []Row) error {
 		for x := x0; x < x1; x += 12 {
 			hline(img, x, min(x+6, x1), y(0.95*alone), goalLine)
 		}
-		text(img, x1-130, y(0.95*alone)-6, "95% of alone", goalLine)
+		text(img, x0+6, y(0.95*alone)-6, "95% of alone", goalLine)
 	}
 	return png.Encode(w, img)
 }

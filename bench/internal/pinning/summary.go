@@ -25,6 +25,10 @@ type Row struct {
 	// CPUShare is the median fraction of their wall time the ranks spent on a CPU (task-clock
 	// over rank seconds).
 	CPUShare float64 `json:"cpuShare"`
+	// PerCPUSecond is the median rate per second the ranks actually ran (rate over CPU share): it
+	// separates work lost to waiting for a CPU from work lost while running (cache, memory
+	// bandwidth, migrations).
+	PerCPUSecond float64 `json:"perCPUSecond"`
 	// ContextSwitches and CPUMigrations are medians of the perf counters summed over the ranks.
 	ContextSwitches float64 `json:"contextSwitches"`
 	CPUMigrations   float64 `json:"cpuMigrations"`
@@ -84,7 +88,7 @@ func summarize(group []Sample) (Row, error) {
 	first := group[0]
 	r := Row{Scenario: first.Scenario, Benchmark: first.Benchmark, Unit: first.Run.Unit, Runs: len(group),
 		Ranks: first.Ranks, Neighbour: first.Neighbour}
-	var rates, shares, cs, migr, vol, invol, noise []float64
+	var rates, shares, perCPU, cs, migr, vol, invol, noise []float64
 	ranOn := cpuset.New()
 	for _, s := range group {
 		t := s.Run.Total
@@ -106,7 +110,8 @@ func summarize(group []Sample) (Row, error) {
 		for _, p := range s.Run.Processes {
 			secs += p.Seconds
 		}
-		shares = append(shares, clock/1e9/secs)
+		share := clock / 1e9 / secs
+		shares, perCPU = append(shares, share), append(perCPU, t.Rate/share)
 		set, err := cpuset.Parse(t.RanOn)
 		if err != nil {
 			return Row{}, fmt.Errorf("repeat %d: CPUs ran on %q: %w", s.Repeat, t.RanOn, err)
@@ -117,7 +122,8 @@ func summarize(group []Sample) (Row, error) {
 		}
 	}
 	r.Median, r.Min, r.Max = median(rates), slices.Min(rates), slices.Max(rates)
-	r.CPUShare, r.ContextSwitches, r.CPUMigrations = median(shares), median(cs), median(migr)
+	r.CPUShare, r.PerCPUSecond = median(shares), median(perCPU)
+	r.ContextSwitches, r.CPUMigrations = median(cs), median(migr)
 	r.VoluntarySwitches, r.InvoluntarySwitches = median(vol), median(invol)
 	r.RanOn = ranOn.String()
 	if len(noise) > 0 {
@@ -178,11 +184,11 @@ func median(xs []float64) float64 {
 // WriteMarkdown prints the rows as a markdown table, with the reasons hardware counters are
 // missing below it.
 func WriteMarkdown(b *strings.Builder, rows []Row) {
-	b.WriteString("| scenario | benchmark | median | min – max | ratio to alone | CPU share | context switches | migrations | involuntary (procfs) | ranks pinned to | ranks ran on | neighbour on | neighbour GB/s |")
+	b.WriteString("| scenario | benchmark | median | min – max | ratio to alone | CPU share | per CPU-second | context switches | migrations | involuntary (procfs) | ranks pinned to | ranks ran on | neighbour on | neighbour GB/s |")
 	for _, h := range hardwareCounters {
 		b.WriteString(" " + h + " |")
 	}
-	b.WriteString("\n|---|---|--:|--:|--:|--:|--:|--:|--:|---|---|---|--:|")
+	b.WriteString("\n|---|---|--:|--:|--:|--:|--:|--:|--:|--:|---|---|---|--:|")
 	b.WriteString(strings.Repeat("--:|", len(hardwareCounters)) + "\n")
 	reasons := map[string]bool{}
 	var notes []string
@@ -191,8 +197,8 @@ func WriteMarkdown(b *strings.Builder, rows []Row) {
 		if r.NoiseGBs > 0 {
 			noise = fmt.Sprintf("%.1f", r.NoiseGBs)
 		}
-		fmt.Fprintf(b, "| %s | %s | %.2f %s | %.2f – %.2f | %.3f | %.2f | %.0f | %.0f | %.0f | %s | %s | %s | %s |",
-			r.Scenario, r.Benchmark, r.Median, r.Unit, r.Min, r.Max, r.RatioToAlone, r.CPUShare,
+		fmt.Fprintf(b, "| %s | %s | %.2f %s | %.2f – %.2f | %.3f | %.2f | %.2f | %.0f | %.0f | %.0f | %s | %s | %s | %s |",
+			r.Scenario, r.Benchmark, r.Median, r.Unit, r.Min, r.Max, r.RatioToAlone, r.CPUShare, r.PerCPUSecond,
 			r.ContextSwitches, r.CPUMigrations, r.InvoluntarySwitches, r.Ranks, r.RanOn, r.Neighbour, noise)
 		for _, c := range r.Hardware {
 			b.WriteString(" " + result.CounterString(c) + " |")
@@ -203,6 +209,9 @@ func WriteMarkdown(b *strings.Builder, rows []Row) {
 		}
 		b.WriteString("\n")
 	}
+	b.WriteString("\nmedian: total sustained rate of the ranks (DGEMM: all products over their time; STREAM: triad over the average pass). " +
+		"CPU share: the ranks' task-clock over their wall time (1 = never waiting for a CPU). " +
+		"Context switches and migrations: perf software counters over all threads of the ranks; involuntary: procfs.\n")
 	for _, n := range notes {
 		fmt.Fprintf(b, "\nn/a: %s", n)
 	}

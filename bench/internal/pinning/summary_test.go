@@ -53,8 +53,8 @@ func TestSummarize(t *testing.T) {
 	if un.Median != 6 || un.RatioToAlone != 6.0/11 || un.RanOn != "0-1" || un.NoiseGBs != 4 || un.InvoluntarySwitches != 2000 {
 		t.Errorf("unmanaged row %+v", un)
 	}
-	if !(a.CPUShare > 1.09 && a.CPUShare < 1.11) {
-		t.Errorf("alone CPU share %v, want task-clock 1.1 s over 1 s", a.CPUShare)
+	if !(a.CPUShare > 1.09 && a.CPUShare < 1.11) || !(a.PerCPUSecond > 9.99 && a.PerCPUSecond < 10.01) {
+		t.Errorf("alone CPU share %v, per CPU-second %v; want task-clock 1.1 s over 1 s, rate 11 over share 1.1", a.CPUShare, a.PerCPUSecond)
 	}
 	if c := a.Hardware[0]; c.Name != "cycles" || c.Value != nil || !strings.Contains(c.Unavailable, "ENOENT") {
 		t.Errorf("cycles %+v, want unavailable with the kernel's reason", c)
@@ -89,7 +89,7 @@ func TestMarkdownAndPlot(t *testing.T) {
 	WriteMarkdown(&md, rows)
 	for _, want := range []string{
 		"| scenario | benchmark | median |",
-		"| unmanaged | dgemm | 20.00 GFLOP/s | 20.00 – 20.00 | 0.500 |",
+		"| unmanaged | dgemm | 20.00 GFLOP/s | 20.00 – 20.00 | 0.500 | 2.00 | 10.00 |",
 		"| exclusive | dgemm | 39.00 GFLOP/s | 39.00 – 39.00 | 0.975 |",
 		"n/a: cycles unavailable: ENOENT: no PMU",
 	} {
