@@ -1,0 +1,119 @@
+package report
+
+import (
+	"fmt"
+	"strconv"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/finegrain-dev/finegrain/pkg/policy"
+	"github.com/finegrain-dev/finegrain/pkg/report/nrt"
+	"github.com/finegrain-dev/finegrain/pkg/topology"
+)
+
+// NodeRef names the Node an object belongs to; its UID goes into the ownerReference, so the
+// object is deleted with the Node.
+type NodeRef struct {
+	Name string
+	UID  types.UID
+}
+
+// Options shape the published numbers.
+type Options struct {
+	// WholeCores makes a zone's available cpu count only CPUs in free whole cores: what a request
+	// that may not split physical cores can still get there. Set it when the agent does not let
+	// requests split cores (its default on SMT machines); without SMT it changes nothing.
+	WholeCores bool
+}
+
+// unknownNamespace stands for the namespace of a pin whose pod the agent cannot name yet; the pod
+// is then written by UID. It is outside the API's name charset, so it never names a real pod.
+const unknownNamespace = "?"
+
+// Build returns the NodeResourceTopology object for one node: a zone node-<id> per NUMA node of
+// snap.Free, with cpu capacity (online CPUs), allocatable (minus reserved) and available (what one
+// exclusive request could get now, see Options), memory, costs from the NUMA distances, and the
+// free-cpus and pins attributes; at the top, the alignment policy, the pods fingerprint over the
+// pinned pods, the generation and the shared pool. It fails when the snapshot does not match the
+// topology.
+func Build(node NodeRef, topo *topology.Topology, snap Snapshot, opts Options) (*nrt.NodeResourceTopology, error) {
+	if node.Name == "" || node.UID == "" {
+		return nil, fmt.Errorf("build NodeResourceTopology: the node's name (%q) and UID (%q) are both needed", node.Name, node.UID)
+	}
+	zoneOf := make(map[int]int, len(snap.Free))
+	for i, f := range snap.Free {
+		if _, ok := topo.NUMANode(f.NUMANode); !ok {
+			return nil, fmt.Errorf("build NodeResourceTopology %s: free list names NUMA node %d, which the topology lacks", node.Name, f.NUMANode)
+		}
+		zoneOf[f.NUMANode] = i
+	}
+	pinsByZone := make([][]nrt.Pin, len(snap.Free))
+	pods := make([]nrt.PodName, 0, len(snap.Pins))
+	for _, p := range snap.Pins {
+		z, ok := zoneOf[p.NUMANode]
+		if !ok {
+			return nil, fmt.Errorf("build NodeResourceTopology %s: container %q of pod %s is pinned on NUMA node %d, which the free list lacks", node.Name, p.Container, p.PodUID, p.NUMANode)
+		}
+		name := nrt.PodName{Namespace: p.Namespace, Name: p.Pod}
+		if !p.Named() {
+			name = nrt.PodName{Namespace: unknownNamespace, Name: p.PodUID}
+		}
+		pods = append(pods, name)
+		pinsByZone[z] = append(pinsByZone[z], nrt.Pin{Namespace: name.Namespace, Pod: name.Name, Container: p.Container, CPUs: p.CPUs})
+	}
+
+	obj := &nrt.NodeResourceTopology{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:            node.Name,
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: node.Name, UID: node.UID}},
+		},
+		TopologyPolicies: []string{nrt.LegacyPolicySingleNUMANodeContainer},
+		Zones:            make([]nrt.Zone, 0, len(snap.Free)),
+		Attributes: []nrt.Attribute{
+			{Name: nrt.AttrTopologyManagerPolicy, Value: nrt.PolicySingleNUMANode},
+			{Name: nrt.AttrTopologyManagerScope, Value: nrt.ScopeContainer},
+			{Name: nrt.AttrPodsFingerprint, Value: nrt.PodsFingerprint(pods)},
+			{Name: nrt.AttrPodsFingerprintMethod, Value: nrt.MethodWithExclusiveResources},
+			{Name: nrt.AttrGeneration, Value: strconv.FormatUint(snap.Generation, 10)},
+			{Name: nrt.AttrSharedCPUs, Value: snap.Shared.String()},
+		},
+	}
+	for i, f := range snap.Free {
+		obj.Zones = append(obj.Zones, zone(topo, f, pinsByZone[i], opts))
+	}
+	return obj, nil
+}
+
+func zone(topo *topology.Topology, f policy.NUMAFree, pins []nrt.Pin, opts Options) nrt.Zone {
+	available := f.Available
+	if opts.WholeCores {
+		available = f.AvailableAligned
+	}
+	z := nrt.Zone{
+		Name: nrt.ZoneName(f.NUMANode),
+		Type: nrt.ZoneTypeNode,
+		Attributes: []nrt.Attribute{
+			{Name: nrt.AttrFreeCPUs, Value: f.FreeCPUs.String()},
+			{Name: nrt.AttrPins, Value: nrt.FormatPins(pins)},
+		},
+		Resources: []nrt.ResourceInfo{{
+			Name:        nrt.ResourceCPU,
+			Capacity:    *resource.NewQuantity(int64(f.Capacity), resource.DecimalSI),
+			Allocatable: *resource.NewQuantity(int64(f.Allocatable), resource.DecimalSI),
+			Available:   *resource.NewQuantity(int64(available), resource.DecimalSI),
+		}},
+	}
+	n, _ := topo.NUMANode(f.NUMANode)
+	if n.MemoryBytes > 0 {
+		mem := *resource.NewQuantity(int64(n.MemoryBytes), resource.DecimalSI)
+		z.Resources = append(z.Resources, nrt.ResourceInfo{Name: nrt.ResourceMemory, Capacity: mem, Allocatable: mem, Available: mem})
+	}
+	for _, to := range topo.NUMANodes {
+		if d := topo.Distance(f.NUMANode, to.ID); d > 0 {
+			z.Costs = append(z.Costs, nrt.Cost{Name: nrt.ZoneName(to.ID), Value: int64(d)})
+		}
+	}
+	return z
+}

@@ -1,0 +1,251 @@
+package report
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"k8s.io/utils/cpuset"
+	"sigs.k8s.io/yaml"
+
+	"github.com/finegrain-dev/finegrain/pkg/policy"
+	"github.com/finegrain-dev/finegrain/pkg/report/nrt"
+	"github.com/finegrain-dev/finegrain/pkg/topology"
+)
+
+// twoSocketSMT is 2 sockets × 1 NUMA node × 4 cores × 2 threads: core i holds CPUs i and i+8,
+// NUMA node 0 CPUs 0-3,8-11, node 1 CPUs 4-7,12-15, 64 GiB each.
+func twoSocketSMT(t testing.TB) *topology.Topology {
+	t.Helper()
+	topo, err := topology.Synthetic(topology.Shape{Sockets: 2, NUMAPerSocket: 1, L3PerNUMA: 1, CoresPerL3: 4, ThreadsPerCore: 2, MemoryPerNUMA: 64 << 30})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return topo
+}
+
+var testNode = NodeRef{Name: "node-a", UID: "6f1e5d2c-0000-4000-8000-00000000000a"}
+
+var podNames = map[string][2]string{
+	"uid-lammps": {"hpc", "lammps-worker-0"},
+	"uid-stream": {"hpc", "stream-worker-1"},
+}
+
+func names(uid string) (string, string) { n := podNames[uid]; return n[0], n[1] }
+
+// pinnedAllocator reserves core 0 (CPUs 0,8) and pins three containers through the real
+// allocator: 2 CPUs anywhere (it picks core 1 of NUMA node 0), 4 CPUs and 2 CPUs on node 1
+// (cores 4-5, then core 6).
+func pinnedAllocator(t testing.TB, topo *topology.Topology) *policy.Allocator {
+	t.Helper()
+	a, err := policy.New(topo, policy.Config{ReservedCPUs: cpuset.New(0, 8), MinSharedCPUs: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range []policy.Request{
+		{Key: policy.Key{PodUID: "uid-lammps", Container: "rank"}, CPUs: 2},
+		{Key: policy.Key{PodUID: "uid-stream", Container: "rank"}, CPUs: 4, NUMANode: policy.OnNUMANode(1)},
+		{Key: policy.Key{PodUID: "uid-unknown", Container: "main"}, CPUs: 2, NUMANode: policy.OnNUMANode(1)},
+	} {
+		if _, err := a.Allocate(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return a
+}
+
+// wantNRT is pinnedAllocator's state worked out by hand. Shared pool: 2-3,10-11 on node 0 and
+// 7,15 on node 1, 6 CPUs of which 2 must stay shared, so 4 may still go exclusive; node 0 has 2
+// free whole cores (4 CPUs), node 1 one (2 CPUs). The fingerprint is over hpc/lammps-worker-0,
+// hpc/stream-worker-1 and ?/uid-unknown (the pod the agent cannot name), computed with
+// python3-xxhash as in pkg/report/nrt's fingerprint test.
+const wantNRT = `
+apiVersion: topology.node.k8s.io/v1alpha2
+kind: NodeResourceTopology
+metadata:
+  name: node-a
+  ownerReferences:
+  - apiVersion: v1
+    kind: Node
+    name: node-a
+    uid: 6f1e5d2c-0000-4000-8000-00000000000a
+topologyPolicies:
+- SingleNUMANodeContainerLevel
+attributes:
+- name: topologyManagerPolicy
+  value: single-numa-node
+- name: topologyManagerScope
+  value: container
+- name: nodeTopologyPodsFingerprint
+  value: pfp0v001f61e60cd4aac225b
+- name: nodeTopologyPodsFingerprintMethod
+  value: with-exclusive-resources
+- name: finegrain.dev/generation
+  value: "17"
+- name: finegrain.dev/shared-cpus
+  value: 2-3,7,10-11,15
+zones:
+- name: node-0
+  type: Node
+  costs:
+  - name: node-0
+    value: 10
+  - name: node-1
+    value: 21
+  attributes:
+  - name: finegrain.dev/free-cpus
+    value: 2-3,10-11
+  - name: finegrain.dev/pins
+    value: hpc/lammps-worker-0/rank=1,9
+  resources:
+  - name: cpu
+    capacity: "8"
+    allocatable: "6"
+    available: "4"
+  - name: memory
+    capacity: "68719476736"
+    allocatable: "68719476736"
+    available: "68719476736"
+- name: node-1
+  type: Node
+  costs:
+  - name: node-0
+    value: 21
+  - name: node-1
+    value: 10
+  attributes:
+  - name: finegrain.dev/free-cpus
+    value: 7,15
+  - name: finegrain.dev/pins
+    value: hpc/stream-worker-1/rank=4-5,12-13;%3F/uid-unknown/main=6,14
+  resources:
+  - name: cpu
+    capacity: "8"
+    allocatable: "8"
+    available: "2"
+  - name: memory
+    capacity: "68719476736"
+    allocatable: "68719476736"
+    available: "68719476736"
+`
+
+func TestBuildMatchesLiteralObject(t *testing.T) {
+	topo := twoSocketSMT(t)
+	snap := SnapshotOf(pinnedAllocator(t, topo), 17, names)
+	obj, err := Build(testNode, topo, snap, Options{WholeCores: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, err := nrt.ToUnstructured(obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want map[string]any
+	if err := yaml.Unmarshal([]byte(wantNRT), &want); err != nil {
+		t.Fatal(err)
+	}
+	got, err := yaml.Marshal(u.Object)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var gotMap map[string]any
+	if err := yaml.Unmarshal(got, &gotMap); err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff(want, gotMap); d != "" {
+		t.Errorf("object differs from the literal (-want +got):\n%s\ngot:\n%s", d, got)
+	}
+
+	back, err := nrt.FromUnstructured(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff(obj.Zones, back.Zones); d != "" {
+		t.Errorf("zones change through unstructured (-built +read):\n%s", d)
+	}
+}
+
+func TestBuildAvailableCountsSplitCoresUnlessWholeCores(t *testing.T) {
+	topo := twoSocketSMT(t)
+	a := pinnedAllocator(t, topo)
+	// Free node 0's core 2 half way: pin a 1-CPU container that may split cores.
+	if _, err := a.Allocate(policy.Request{Key: policy.Key{PodUID: "uid-one", Container: "c"}, CPUs: 1, NUMANode: policy.OnNUMANode(0), AllowSplitCores: true}); err != nil {
+		t.Fatal(err)
+	}
+	snap := SnapshotOf(a, 18, names)
+	for _, tt := range []struct {
+		whole bool
+		want  int64
+	}{{false, 3}, {true, 2}} {
+		obj, err := Build(testNode, topo, snap, Options{WholeCores: tt.whole})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cpu, _ := obj.Zones[0].Resource(nrt.ResourceCPU)
+		if got := cpu.Available.Value(); got != tt.want {
+			t.Errorf("WholeCores=%v: node-0 cpu available = %d, want %d (free CPUs %s)", tt.whole, got, tt.want, snap.Free[0].FreeCPUs)
+		}
+	}
+}
+
+func TestBuildFingerprintCoversPinnedPodsOnce(t *testing.T) {
+	topo := twoSocketSMT(t)
+	a, err := policy.New(topo, policy.Config{MinSharedCPUs: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []string{"a", "b"} {
+		if _, err := a.Allocate(policy.Request{Key: policy.Key{PodUID: "uid-lammps", Container: c}, CPUs: 2}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	obj, err := Build(testNode, topo, SnapshotOf(a, 1, names), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := obj.Attribute(nrt.AttrPodsFingerprint)
+	if want := nrt.PodsFingerprint([]nrt.PodName{{Namespace: "hpc", Name: "lammps-worker-0"}}); got != want {
+		t.Errorf("fingerprint of one pod with two pinned containers = %s, want %s", got, want)
+	}
+	empty, err := Build(testNode, topo, SnapshotOf(mustNew(t, topo), 0, names), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := empty.Attribute(nrt.AttrPodsFingerprint); got != "pfp0v001ef46db3751d8e999" {
+		t.Errorf("fingerprint with no pins = %s, want the empty set's pfp0v001ef46db3751d8e999", got)
+	}
+}
+
+func mustNew(t testing.TB, topo *topology.Topology) *policy.Allocator {
+	t.Helper()
+	a, err := policy.New(topo, policy.Config{MinSharedCPUs: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+func TestBuildRejectsSnapshotsThatDoNotMatch(t *testing.T) {
+	topo := twoSocketSMT(t)
+	good := SnapshotOf(pinnedAllocator(t, topo), 1, names)
+	for _, tt := range []struct {
+		name   string
+		node   NodeRef
+		mutate func(*Snapshot)
+		want   string
+	}{
+		{"no node UID", NodeRef{Name: "node-a"}, func(*Snapshot) {}, "UID"},
+		{"unknown NUMA node in free list", testNode, func(s *Snapshot) { s.Free[1].NUMANode = 7 }, "NUMA node 7"},
+		{"pin outside the free list", testNode, func(s *Snapshot) { s.Pins[0].NUMANode = 5 }, "NUMA node 5"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			s := good
+			s.Free = append([]policy.NUMAFree(nil), good.Free...)
+			s.Pins = append([]Pin(nil), good.Pins...)
+			tt.mutate(&s)
+			if _, err := Build(tt.node, topo, s, Options{}); err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("Build = %v, want an error mentioning %q", err, tt.want)
+			}
+		})
+	}
+}

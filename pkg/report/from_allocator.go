@@ -1,0 +1,28 @@
+package report
+
+import "github.com/finegrain-dev/finegrain/pkg/policy"
+
+// NameFunc returns the namespace and name of the pod with the given UID, or empty strings when
+// they are not known.
+type NameFunc func(podUID string) (namespace, pod string)
+
+// SnapshotOf reads a Snapshot from an allocator, naming pods with name (nil leaves every pod
+// unnamed). The caller must hold whatever lock guards the allocator.
+func SnapshotOf(a *policy.Allocator, generation uint64, name NameFunc) Snapshot {
+	asg := a.Assignments()
+	s := Snapshot{
+		Generation: generation,
+		Pins:       make([]Pin, 0, len(asg)),
+		Shared:     a.SharedCPUs(),
+		Reserved:   a.ReservedCPUs(),
+		Free:       a.Free(),
+	}
+	for _, x := range asg {
+		p := Pin{PodUID: x.Key.PodUID, Container: x.Key.Container, CPUs: x.CPUs, Mems: x.Mems, NUMANode: x.NUMANode}
+		if name != nil {
+			p.Namespace, p.Pod = name(x.Key.PodUID)
+		}
+		s.Pins = append(s.Pins, p)
+	}
+	return s
+}

@@ -1,0 +1,83 @@
+package nrt
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"k8s.io/utils/cpuset"
+)
+
+var cmpSets = cmp.Comparer(func(a, b cpuset.CPUSet) bool { return a.Equals(b) })
+
+func TestFormatPins(t *testing.T) {
+	pins := []Pin{
+		{Namespace: "hpc", Pod: "lammps-worker-0", Container: "rank", CPUs: cpuset.New(1, 2, 3)},
+		{Namespace: "default", Pod: "svc.v2", Container: "main", CPUs: cpuset.New(8, 10)},
+	}
+	want := "hpc/lammps-worker-0/rank=1-3;default/svc.v2/main=8,10"
+	if got := FormatPins(pins); got != want {
+		t.Errorf("FormatPins = %q, want %q", got, want)
+	}
+	back, err := ParsePins(want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff(pins, back, cmpSets); d != "" {
+		t.Errorf("ParsePins(FormatPins(pins)) differs (-want +got):\n%s", d)
+	}
+	if got := FormatPins(nil); got != "" {
+		t.Errorf("FormatPins(nil) = %q, want empty", got)
+	}
+}
+
+func TestFormatPinsEscapesNamesOutsideTheAPICharset(t *testing.T) {
+	pins := []Pin{{Namespace: "?", Pod: "a/b;c=d%", Container: "x y", CPUs: cpuset.New(4)}}
+	got := FormatPins(pins)
+	if want := "%3F/a%2Fb%3Bc%3Dd%25/x%20y=4"; got != want {
+		t.Errorf("FormatPins = %q, want %q", got, want)
+	}
+	back, err := ParsePins(got)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff(pins, back, cmpSets); d != "" {
+		t.Errorf("round trip differs (-want +got):\n%s", d)
+	}
+}
+
+func TestParsePinsRejectsMalformedEntries(t *testing.T) {
+	for _, tt := range []struct{ value, want string }{
+		{"hpc/pod/ctr", "entry 1"},
+		{"hpc/pod/ctr=1;hpc/pod=2", "entry 2"},
+		{"hpc//ctr=1", "empty"},
+		{"hpc/pod/ctr=", "CPU list"},
+		{"hpc/pod/ctr=1-x", "CPU list"},
+		{"hpc/pod/ctr=1;", "entry 2"},
+		{"hpc/p%zz/ctr=1", "badly escaped"},
+		{"a/b/c/d=1", "4 parts"},
+	} {
+		if _, err := ParsePins(tt.value); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("ParsePins(%q) = %v, want an error mentioning %q", tt.value, err, tt.want)
+		}
+	}
+}
+
+func FuzzParsePins(f *testing.F) {
+	for _, s := range []string{"", "hpc/lammps-worker-0/rank=1-3;default/svc/main=8,10", "%3F/uid/c=4", "a/b/c=", "a/b=1", ";;", "a/b/c=0-2,4,6-9"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, value string) {
+		pins, err := ParsePins(value)
+		if err != nil {
+			return
+		}
+		again, err := ParsePins(FormatPins(pins))
+		if err != nil {
+			t.Fatalf("ParsePins(%q) read %v, whose formatted form %q does not parse: %v", value, pins, FormatPins(pins), err)
+		}
+		if d := cmp.Diff(pins, again, cmpSets); d != "" {
+			t.Fatalf("format/parse round trip of %q differs:\n%s", value, d)
+		}
+	})
+}

@@ -1,0 +1,156 @@
+package nrt
+
+import (
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// The API the objects belong to.
+const (
+	Group    = "topology.node.k8s.io"
+	Version  = "v1alpha2"
+	Kind     = "NodeResourceTopology"
+	Resource = "noderesourcetopologies"
+)
+
+// GroupVersionResource addresses NodeResourceTopology objects through the dynamic client.
+var GroupVersionResource = schema.GroupVersionResource{Group: Group, Version: Version, Resource: Resource}
+
+// Names of docs/interfaces.md. The first five are the ones scheduler-plugins' NodeResourceTopology
+// plugins read; the finegrain.dev ones are finegrain's.
+const (
+	// AttrTopologyManagerPolicy and AttrTopologyManagerScope say how the node aligns resources.
+	AttrTopologyManagerPolicy = "topologyManagerPolicy"
+	AttrTopologyManagerScope  = "topologyManagerScope"
+	// AttrPodsFingerprint is PodsFingerprint over the pods the object accounts for;
+	// AttrPodsFingerprintMethod says which pods those are.
+	AttrPodsFingerprint       = "nodeTopologyPodsFingerprint"
+	AttrPodsFingerprintMethod = "nodeTopologyPodsFingerprintMethod"
+	// AttrGeneration is the agent's state generation the object shows; it grows with every change.
+	AttrGeneration = "finegrain.dev/generation"
+	// AttrSharedCPUs is the shared pool in kernel list format.
+	AttrSharedCPUs = "finegrain.dev/shared-cpus"
+	// AttrFreeCPUs (per zone) is the zone's CPUs in the shared pool: what exclusive requests can
+	// still be given, in kernel list format.
+	AttrFreeCPUs = "finegrain.dev/free-cpus"
+	// AttrPins (per zone) lists the zone's exclusive pins (FormatPins).
+	AttrPins = "finegrain.dev/pins"
+)
+
+// Values finegrain publishes.
+const (
+	// PolicySingleNUMANode and ScopeContainer: every pinned container gets CPUs of one NUMA node.
+	PolicySingleNUMANode = "single-numa-node"
+	ScopeContainer       = "container"
+	// LegacyPolicySingleNUMANodeContainer is the same in the deprecated topologyPolicies field.
+	LegacyPolicySingleNUMANodeContainer = "SingleNUMANodeContainerLevel"
+	// MethodWithExclusiveResources: the fingerprint covers the pods holding exclusive CPUs.
+	MethodWithExclusiveResources = "with-exclusive-resources"
+	// ZoneTypeNode is the type of a NUMA node's zone; ZonePrefix starts its name ("node-0").
+	ZoneTypeNode = "Node"
+	ZonePrefix   = "node-"
+	// ResourceCPU counts whole logical CPUs; ResourceMemory bytes.
+	ResourceCPU    = "cpu"
+	ResourceMemory = "memory"
+)
+
+// ZoneName returns the name of NUMA node id's zone.
+func ZoneName(id int) string { return fmt.Sprintf("%s%d", ZonePrefix, id) }
+
+// NodeResourceTopology is one node's object.
+type NodeResourceTopology struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+	// TopologyPolicies is deprecated upstream; older readers still look at it.
+	TopologyPolicies []string    `json:"topologyPolicies,omitempty"`
+	Zones            []Zone      `json:"zones"`
+	Attributes       []Attribute `json:"attributes,omitempty"`
+}
+
+// Zone is one part of the node: for finegrain, a NUMA node.
+type Zone struct {
+	Name       string         `json:"name"`
+	Type       string         `json:"type"`
+	Parent     string         `json:"parent,omitempty"`
+	Costs      []Cost         `json:"costs,omitempty"`
+	Attributes []Attribute    `json:"attributes,omitempty"`
+	Resources  []ResourceInfo `json:"resources,omitempty"`
+}
+
+// Cost is the distance from a zone to the zone named Name.
+type Cost struct {
+	Name  string `json:"name"`
+	Value int64  `json:"value"`
+}
+
+// Attribute is a named string.
+type Attribute struct {
+	Name  string `json:"name"`
+	Value string `json:"value"`
+}
+
+// ResourceInfo is one resource's amounts in a zone.
+type ResourceInfo struct {
+	Name        string            `json:"name"`
+	Capacity    resource.Quantity `json:"capacity"`
+	Allocatable resource.Quantity `json:"allocatable"`
+	Available   resource.Quantity `json:"available"`
+}
+
+// Attribute returns the value of the named attribute of the object.
+func (o *NodeResourceTopology) Attribute(name string) (string, bool) {
+	return lookup(o.Attributes, name)
+}
+
+// Attribute returns the value of the named attribute of the zone.
+func (z *Zone) Attribute(name string) (string, bool) { return lookup(z.Attributes, name) }
+
+// Resource returns the named resource of the zone.
+func (z *Zone) Resource(name string) (ResourceInfo, bool) {
+	for _, r := range z.Resources {
+		if r.Name == name {
+			return r, true
+		}
+	}
+	return ResourceInfo{}, false
+}
+
+func lookup(attrs []Attribute, name string) (string, bool) {
+	for _, a := range attrs {
+		if a.Name == name {
+			return a.Value, true
+		}
+	}
+	return "", false
+}
+
+// ToUnstructured converts the object for the dynamic client, with apiVersion and kind set and
+// without the empty creationTimestamp a typed ObjectMeta would add.
+func ToUnstructured(o *NodeResourceTopology) (*unstructured.Unstructured, error) {
+	c := *o
+	c.APIVersion, c.Kind = Group+"/"+Version, Kind
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&c)
+	if err != nil {
+		return nil, fmt.Errorf("convert NodeResourceTopology %s: %w", o.Name, err)
+	}
+	unstructured.RemoveNestedField(m, "metadata", "creationTimestamp")
+	return &unstructured.Unstructured{Object: m}, nil
+}
+
+// FromUnstructured reads an object the dynamic client returned. It checks the shape, not the
+// content: fields of the wrong type fail, unknown fields are ignored.
+func FromUnstructured(u *unstructured.Unstructured) (*NodeResourceTopology, error) {
+	if gv := u.GetAPIVersion(); gv != "" && gv != Group+"/"+Version {
+		return nil, fmt.Errorf("NodeResourceTopology %s has apiVersion %s; this reader understands %s/%s", u.GetName(), gv, Group, Version)
+	}
+	var o NodeResourceTopology
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &o); err != nil {
+		return nil, fmt.Errorf("NodeResourceTopology %s does not have the %s/%s shape: %w", u.GetName(), Group, Version, err)
+	}
+	return &o, nil
+}
