@@ -27,7 +27,8 @@ import (
 // shared_cpu_list alone. A kernel without NUMA support has no devices/system/node; the host is
 // then one NUMA node 0 whose memory is the sum of the online memory blocks in
 // devices/system/memory (block_size_bytes, memoryN/online), or 0 when that directory is missing
-// too.
+// too. cpu/isolated may name offline CPUs (isolcpus= is fixed at boot); IsolatedCPUs keeps the
+// online ones, the others are in OfflineCPUs.
 //
 // Every other missing, truncated or malformed file is an error naming the file and what it should
 // hold (a *FileError), and files that contradict each other — thread_siblings_list against the
