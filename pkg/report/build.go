@@ -28,6 +28,14 @@ type Options struct {
 	WholeCores bool
 }
 
+// Available returns the CPUs one exclusive request could get in the NUMA node now, under o.
+func (o Options) Available(f policy.NUMAFree) int {
+	if o.WholeCores {
+		return f.AvailableAligned
+	}
+	return f.Available
+}
+
 // unknownNamespace stands for the namespace of a pin whose pod the agent cannot name yet; the pod
 // is then written by UID. It is outside the API's name charset, so it never names a real pod.
 const unknownNamespace = "?"
@@ -87,10 +95,7 @@ func Build(node NodeRef, topo *topology.Topology, snap Snapshot, opts Options) (
 }
 
 func zone(topo *topology.Topology, f policy.NUMAFree, pins []nrt.Pin, opts Options) nrt.Zone {
-	available := f.Available
-	if opts.WholeCores {
-		available = f.AvailableAligned
-	}
+	available := opts.Available(f)
 	z := nrt.Zone{
 		Name: nrt.ZoneName(f.NUMANode),
 		Type: nrt.ZoneTypeNode,
