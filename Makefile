@@ -72,5 +72,24 @@ test-vm: ## boot the qemu matrix (cgroup v1/v2, 2 sockets, NUMA, SMT) and run th
 	FINEGRAIN_VM_BOOT_TESTS=1 $(GO) test -count=1 -run '^TestBoot' ./test/vm
 	$(BIN)/vmtest $(VMTEST_FLAGS)
 
+.PHONY: cluster-up cluster-down images e2e demo
+cluster-up: ## local single-node Kubernetes on 127.0.0.1 (KUBELET_CPU_POLICY=static: the kubelet pins)
+	@. hack/deps.sh && install_deps cluster
+	hack/cluster/up.sh
+
+cluster-down: ## stop the local cluster and remove its processes, mounts, cgroups and state
+	hack/cluster/down.sh
+
+images: ## build the pause, finegrain and worker images; import them into a running local cluster
+	hack/images/build.sh --import
+
+e2e: ## end-to-end suite on the local cluster, kubelet policies none and static (KEEP_CLUSTER=1, E2E_RUN=...)
+	@. hack/deps.sh && install_deps cluster
+	hack/cluster/e2e.sh
+
+demo: build ## build, bring the local cluster up, deploy daemonset/ and show a pinned pod
+	@. hack/deps.sh && install_deps cluster
+	hack/cluster/demo.sh
+
 clean: ## remove build outputs
 	rm -rf $(BIN)

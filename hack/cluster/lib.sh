@@ -1,0 +1,183 @@
+# Shared settings and helpers of the local cluster scripts (up.sh, down.sh, e2e.sh, demo.sh).
+# Sourced, not run. The cluster is a machine-wide singleton: one node named after the host, every
+# listener on 127.0.0.1, state under $CLUSTER_DIR and $RUN_DIR, one lock serialising the scripts.
+
+FG_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+CLUSTER_DIR="${FINEGRAIN_CLUSTER_DIR:-/var/lib/finegrain-cluster}"
+RUN_DIR="${FINEGRAIN_CLUSTER_RUN_DIR:-/run/finegrain-cluster}"
+LOG_DIR="$CLUSTER_DIR/logs"
+PKI="$CLUSTER_DIR/pki"
+PID_DIR="$RUN_DIR/pids"
+KUBELET_ROOT="$CLUSTER_DIR/kubelet"
+CONTAINERD_SOCK="$RUN_DIR/containerd/containerd.sock"
+ADMIN_KUBECONFIG="$CLUSTER_DIR/admin.kubeconfig"
+CLUSTER_ENV="$CLUSTER_DIR/cluster.env"
+LOCK_FILE="${CLUSTER_DIR%/}.lock"
+API_PORT=6443
+# Only the API server allocates service IPs: no kube-proxy runs and every pod uses the host's
+# network, so a ClusterIP is never dialled. The range is TEST-NET-2 (RFC 5737), reserved for
+# documentation and never assigned to a real network, unlike the RFC 1918 private ranges, which
+# could shadow a network this machine or its neighbours use.
+SERVICE_CIDR=198.51.100.0/24
+PAUSE_IMAGE=localhost/finegrain-pause:dev
+# Paths the kubelet and containerd write outside the cluster's directories.
+OUTSIDE_PATHS=(/var/lib/kubelet /var/log/containers /run/containerd)
+# Daemons in start order; down.sh stops them in reverse, the kubelet first.
+DAEMONS=(etcd kube-apiserver kube-controller-manager kube-scheduler containerd kubelet)
+
+log() { echo "cluster: $*" >&2; }
+die() {
+  echo "cluster: ERROR: $*" >&2
+  exit 1
+}
+
+need_root() {
+  [ "$(id -u)" -eq 0 ] || die "the local cluster needs root (cgroups, mounts, containerd); run it as root"
+}
+
+# need_cmd CMD PACKAGE: fail naming the Debian package that provides CMD.
+need_cmd() {
+  command -v "$1" >/dev/null || die "$1 is missing: install the Debian package $2 (hack/deps.sh group cluster: . hack/deps.sh && install_deps cluster)"
+}
+
+# take_lock: serialise the cluster scripts machine-wide. e2e.sh and demo.sh hold the lock across
+# the scripts they call and export FINEGRAIN_CLUSTER_LOCKED=1 so those do not wait for it.
+take_lock() {
+  [ "${FINEGRAIN_CLUSTER_LOCKED:-0}" = 1 ] && return 0
+  mkdir -p "$(dirname "$LOCK_FILE")"
+  exec 8>"$LOCK_FILE"
+  if ! flock -n 8; then
+    log "another cluster script holds $LOCK_FILE; waiting for it"
+    flock 8
+  fi
+  export FINEGRAIN_CLUSTER_LOCKED=1
+}
+
+# proc_start_time PID: the process's start time in clock ticks (field 22 of /proc/PID/stat),
+# which tells a live daemon from an unrelated process that reused its PID.
+proc_start_time() {
+  local stat
+  stat="$(cat "/proc/$1/stat" 2>/dev/null)" || return 1
+  stat="${stat##*) }"
+  # After the command name, field 3 (state) is the first: start time is field 22.
+  set -- $stat
+  echo "${20}"
+}
+
+# daemon_pid NAME: print the PID of a daemon this cluster started, if it still runs.
+daemon_pid() {
+  local file="$PID_DIR/$1.pid" pid start
+  [ -r "$file" ] || return 1
+  read -r pid start <"$file" || return 1
+  [ -n "$pid" ] && [ "$(proc_start_time "$pid")" = "$start" ] || return 1
+  echo "$pid"
+}
+
+# start_daemon NAME CMD...: start CMD in its own session (Ctrl-C of the caller does not reach
+# it) with output appended to $LOG_DIR/NAME.log, and record its PID and start time. The lock's
+# descriptor is closed for it, or the daemon would hold the lock for its whole life.
+start_daemon() {
+  local name="$1" pid
+  shift
+  mkdir -p "$PID_DIR" "$LOG_DIR"
+  echo "=== $(date -u +%FT%TZ) starting: $*" >>"$LOG_DIR/$name.log"
+  setsid "$@" >>"$LOG_DIR/$name.log" 2>&1 </dev/null 8>&- &
+  pid=$!
+  echo "$pid $(proc_start_time "$pid")" >"$PID_DIR/$name.pid"
+}
+
+# wait_gone NAME PID START GRACE: wait until process PID (started at START) has exited; SIGKILL
+# it after GRACE seconds.
+wait_gone() {
+  local name="$1" pid="$2" start="$3" grace="$4" i
+  for ((i = 0; i < grace * 10; i++)); do
+    [ "$(proc_start_time "$pid")" = "$start" ] || return 0
+    sleep 0.1
+  done
+  log "$name (pid $pid) ignored SIGTERM for ${grace} s; killing it"
+  kill -KILL "$pid" 2>/dev/null || true
+  for ((i = 0; i < 50; i++)); do
+    [ "$(proc_start_time "$pid")" = "$start" ] || return 0
+    sleep 0.1
+  done
+  die "$name (pid $pid) survived SIGKILL"
+}
+
+# stop_pid NAME PID GRACE: SIGTERM, then SIGKILL after the grace period.
+stop_pid() {
+  local start
+  start="$(proc_start_time "$2")" || return 0
+  kill -TERM "$2" 2>/dev/null || return 0
+  wait_gone "$1" "$2" "$start" "$3"
+}
+
+# stop_daemons GRACE NAME...: SIGTERM to each named daemon this cluster started, all at once,
+# then wait for each (SIGKILL after GRACE seconds) and forget its PID file.
+stop_daemons() {
+  local grace="$1" name pid i
+  shift
+  local names=() pids=() starts=()
+  for name in "$@"; do
+    if pid="$(daemon_pid "$name")"; then
+      names+=("$name")
+      pids+=("$pid")
+      starts+=("$(proc_start_time "$pid")")
+      kill -TERM "$pid" 2>/dev/null || true
+    fi
+  done
+  for i in "${!pids[@]}"; do
+    wait_gone "${names[$i]}" "${pids[$i]}" "${starts[$i]}" "$grace"
+  done
+  for name in "$@"; do rm -f "$PID_DIR/$name.pid"; done
+}
+
+# wait_for WHAT SECONDS DAEMON CMD...: poll CMD every 0.2 s until it succeeds; fail with the tail
+# of DAEMON's log when the deadline passes or DAEMON exits.
+wait_for() {
+  local what="$1" secs="$2" daemon="$3" deadline
+  shift 3
+  deadline=$((SECONDS + secs))
+  until "$@" >/dev/null 2>&1; do
+    if ! daemon_pid "$daemon" >/dev/null; then
+      tail -n 30 "$LOG_DIR/$daemon.log" >&2 || true
+      die "$daemon exited while waiting for $what; its log is $LOG_DIR/$daemon.log (tail above)"
+    fi
+    if ((SECONDS >= deadline)); then
+      tail -n 30 "$LOG_DIR/$daemon.log" >&2 || true
+      die "$what not reached within ${secs} s; $daemon's log is $LOG_DIR/$daemon.log (tail above)"
+    fi
+    sleep 0.2
+  done
+}
+
+# kube_bin: build (or reuse the cached) Kubernetes binaries and print their directory.
+kube_bin() {
+  "$FG_ROOT/hack/k8s/build.sh" --quiet
+}
+
+# cluster_up: true when every daemon of a started cluster still runs.
+cluster_up() {
+  local d
+  [ -r "$CLUSTER_ENV" ] || return 1
+  for d in "${DAEMONS[@]}"; do daemon_pid "$d" >/dev/null || return 1; done
+}
+
+# cluster_setting KEY: a value cluster.env recorded when the cluster came up.
+cluster_setting() {
+  sed -n "s/^$1=//p" "$CLUSTER_ENV" 2>/dev/null
+}
+
+ctr_k8s() {
+  ctr --address "$CONTAINERD_SOCK" --namespace k8s.io "$@"
+}
+
+# import_images: import every image archive hack/images/build.sh wrote into the cluster's
+# containerd.
+import_images() {
+  local tar
+  for tar in "$FG_ROOT"/_output/images/*.tar; do
+    [ -e "$tar" ] || die "no image archives in $FG_ROOT/_output/images; run make images"
+    ctr_k8s images import "$tar" >/dev/null ||
+      die "ctr could not import $tar into the cluster's containerd ($CONTAINERD_SOCK)"
+  done
+}

@@ -1,0 +1,265 @@
+#!/usr/bin/env bash
+# Brings up the local single-node Kubernetes cluster: etcd, kube-apiserver,
+# kube-controller-manager, kube-scheduler, containerd 1.6 and a kubelet, all on 127.0.0.1, with
+# the images from hack/images imported. Idempotent: a healthy cluster is left as it is; a broken
+# one is torn down and started afresh.
+#
+# Environment:
+#   KUBELET_CPU_POLICY   none (default; finegrain's agent pins) or static (the kubelet pins,
+#                        reservedSystemCPUs "0"; the baseline finegrain is compared with)
+#   NODE_NAME            node name (default: the host name, which must resolve to 127.0.0.1)
+#   FINEGRAIN_CLUSTER_DIR, FINEGRAIN_CLUSTER_RUN_DIR   state directories (see lib.sh)
+set -euo pipefail
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+start_time=$SECONDS
+
+KUBELET_CPU_POLICY="${KUBELET_CPU_POLICY:-none}"
+case "$KUBELET_CPU_POLICY" in
+  none) KUBELET_RESERVED_CPUS="" ;;
+  static) KUBELET_RESERVED_CPUS="0" ;;
+  *) die "KUBELET_CPU_POLICY=$KUBELET_CPU_POLICY: use none (default) or static" ;;
+esac
+NODE_NAME="${NODE_NAME:-$(hostname | tr '[:upper:]' '[:lower:]')}"
+
+preflight() {
+  need_root
+  need_cmd etcd etcd-server
+  need_cmd containerd containerd
+  need_cmd ctr containerd
+  need_cmd containerd-shim-runc-v2 containerd
+  need_cmd runc runc
+  need_cmd openssl openssl
+  need_cmd envsubst gettext-base
+  need_cmd curl curl
+  need_cmd ss iproute2
+  need_cmd flock util-linux
+  need_cmd setsid util-linux
+  need_cmd go "golang (Go 1.26 in /usr/local/go/bin on PATH)"
+  [ -x /usr/lib/cni/loopback ] || die "/usr/lib/cni/loopback is missing: install the Debian package containernetworking-plugins"
+  [[ "$NODE_NAME" =~ ^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$ ]] ||
+    die "node name '$NODE_NAME' is not a valid DNS name; set NODE_NAME"
+  local addr
+  addr="$(getent ahostsv4 "$NODE_NAME" | awk 'NR == 1 { print $1 }')"
+  [[ "$addr" == 127.* ]] ||
+    die "node name '$NODE_NAME' resolves to '${addr:-nothing}', not 127.0.0.1: the API server reaches the kubelet by it; add '127.0.0.1 $NODE_NAME' to /etc/hosts or set NODE_NAME to a name that does"
+  [ -d /sys/fs/cgroup/cpuset ] || [ -e /sys/fs/cgroup/cgroup.controllers ] ||
+    die "no cpuset cgroup hierarchy under /sys/fs/cgroup: the kubelet needs cgroup v1 with cpuset or cgroup v2"
+}
+
+check_ports() {
+  local port owner
+  for port in 2379 2380 "$API_PORT" 10250 10248 10257 10259; do
+    owner="$(ss -Htlnp "sport = :$port" 2>/dev/null | head -n 1)"
+    [ -z "$owner" ] || die "port $port, which the cluster needs on 127.0.0.1, is in use: $owner"
+  done
+}
+
+# issue NAME CN ORG USAGE [SANS]: a key and a certificate signed by the cluster CA.
+issue() {
+  local name="$1" cn="$2" org="$3" usage="$4" sans="${5:-}" ext="$PKI/$1.ext"
+  {
+    echo "basicConstraints = critical, CA:FALSE"
+    echo "keyUsage = critical, digitalSignature, keyEncipherment"
+    echo "extendedKeyUsage = $usage"
+    [ -z "$sans" ] || echo "subjectAltName = $sans"
+  } >"$ext"
+  openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "$PKI/$name.key" 2>/dev/null
+  openssl req -new -key "$PKI/$name.key" -subj "${org:+/O=$org}/CN=$cn" -out "$PKI/$name.csr" 2>/dev/null
+  openssl x509 -req -in "$PKI/$name.csr" -CA "$PKI/ca.crt" -CAkey "$PKI/ca.key" -set_serial "0x$(openssl rand -hex 16)" \
+    -days 365 -extfile "$ext" -out "$PKI/$name.crt" 2>/dev/null || die "openssl could not issue the $name certificate"
+  rm -f "$PKI/$name.csr" "$ext"
+}
+
+make_pki() {
+  log "creating certificates in $PKI"
+  mkdir -p "$PKI"
+  chmod 700 "$PKI"
+  openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "$PKI/ca.key" 2>/dev/null
+  openssl req -x509 -new -key "$PKI/ca.key" -subj "/CN=finegrain-local-ca" -days 3650 -out "$PKI/ca.crt" \
+    -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign" 2>/dev/null ||
+    die "openssl could not create the cluster CA"
+  issue kube-apiserver kube-apiserver "" serverAuth \
+    "DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local,DNS:$NODE_NAME,IP:127.0.0.1,IP:${SERVICE_CIDR%.0/*}.1"
+  issue apiserver-kubelet-client kube-apiserver-kubelet-client system:masters clientAuth
+  issue admin finegrain-admin system:masters clientAuth
+  issue kube-controller-manager system:kube-controller-manager "" clientAuth
+  issue kube-scheduler system:kube-scheduler "" clientAuth
+  issue kubelet "system:node:$NODE_NAME" system:nodes clientAuth
+  issue kubelet-serving "$NODE_NAME" "" serverAuth "DNS:$NODE_NAME,DNS:localhost,IP:127.0.0.1"
+  openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "$PKI/service-account.key" 2>/dev/null
+  openssl pkey -in "$PKI/service-account.key" -pubout -out "$PKI/service-account.pub" 2>/dev/null ||
+    die "openssl could not create the service-account key pair"
+}
+
+render() {
+  envsubst <"$FG_ROOT/hack/cluster/config/$1" >"$2"
+}
+
+write_configs() {
+  local user
+  export CLUSTER_DIR RUN_DIR PKI API_PORT CONTAINERD_SOCK PAUSE_IMAGE KUBELET_CPU_POLICY KUBELET_RESERVED_CPUS
+  for user in admin kube-controller-manager kube-scheduler kubelet; do
+    KUBECONFIG_USER="$user" render kubeconfig.tmpl "$CLUSTER_DIR/$user.kubeconfig"
+  done
+  mkdir -p "$CLUSTER_DIR/cni/net.d" "$CLUSTER_DIR/cni/bin" "$RUN_DIR/containerd" "$KUBELET_ROOT" "$CLUSTER_DIR/pod-logs"
+  cp "$FG_ROOT/hack/cluster/config/loopback.conflist" "$CLUSTER_DIR/cni/net.d/10-loopback.conflist"
+  ln -sf /usr/lib/cni/loopback "$CLUSTER_DIR/cni/bin/loopback"
+  render containerd.toml.tmpl "$CLUSTER_DIR/containerd.toml"
+  render kubelet.yaml.tmpl "$CLUSTER_DIR/kubelet.yaml"
+}
+
+# record_outside_paths: remember which paths outside the cluster directories existed before, so
+# down.sh removes only what this cluster created.
+record_outside_paths() {
+  local p
+  : >"$CLUSTER_DIR/preexisting"
+  for p in "${OUTSIDE_PATHS[@]}"; do
+    [ ! -e "$p" ] || echo "$p" >>"$CLUSTER_DIR/preexisting"
+  done
+}
+
+curl_api() {
+  curl -sf --cacert "$PKI/ca.crt" --cert "$PKI/admin.crt" --key "$PKI/admin.key" "https://127.0.0.1:$API_PORT$1"
+}
+
+start_control_plane() {
+  log "starting etcd"
+  start_daemon etcd etcd --name finegrain --data-dir "$CLUSTER_DIR/etcd" \
+    --listen-client-urls http://127.0.0.1:2379 --advertise-client-urls http://127.0.0.1:2379 \
+    --listen-peer-urls http://127.0.0.1:2380 --initial-advertise-peer-urls http://127.0.0.1:2380 \
+    --initial-cluster finegrain=http://127.0.0.1:2380 --logger zap --log-outputs stderr --log-level warn
+  wait_for "etcd health" 30 etcd curl -sf http://127.0.0.1:2379/health
+
+  log "starting kube-apiserver"
+  start_daemon kube-apiserver "$KUBE_BIN/kube-apiserver" \
+    --bind-address 127.0.0.1 --secure-port "$API_PORT" \
+    --etcd-servers http://127.0.0.1:2379 \
+    --service-cluster-ip-range "$SERVICE_CIDR" \
+    --endpoint-reconciler-type none \
+    --client-ca-file "$PKI/ca.crt" \
+    --tls-cert-file "$PKI/kube-apiserver.crt" --tls-private-key-file "$PKI/kube-apiserver.key" \
+    --kubelet-client-certificate "$PKI/apiserver-kubelet-client.crt" \
+    --kubelet-client-key "$PKI/apiserver-kubelet-client.key" \
+    --kubelet-certificate-authority "$PKI/ca.crt" \
+    --kubelet-preferred-address-types Hostname \
+    --service-account-issuer https://kubernetes.default.svc.cluster.local \
+    --service-account-key-file "$PKI/service-account.pub" \
+    --service-account-signing-key-file "$PKI/service-account.key" \
+    --authorization-mode Node,RBAC \
+    --enable-admission-plugins NodeRestriction \
+    --allow-privileged=true --anonymous-auth=false --profiling=false --v=1
+  wait_for "kube-apiserver /readyz" 90 kube-apiserver curl_api /readyz
+
+  local common=(--bind-address 127.0.0.1 --leader-elect=false --profiling=false --v=1)
+  log "starting kube-controller-manager and kube-scheduler"
+  start_daemon kube-controller-manager "$KUBE_BIN/kube-controller-manager" "${common[@]}" \
+    --kubeconfig "$CLUSTER_DIR/kube-controller-manager.kubeconfig" \
+    --authentication-kubeconfig "$CLUSTER_DIR/kube-controller-manager.kubeconfig" \
+    --authorization-kubeconfig "$CLUSTER_DIR/kube-controller-manager.kubeconfig" \
+    --service-account-private-key-file "$PKI/service-account.key" \
+    --root-ca-file "$PKI/ca.crt" --use-service-account-credentials=true \
+    --cluster-signing-cert-file "$PKI/ca.crt" --cluster-signing-key-file "$PKI/ca.key" \
+    --service-cluster-ip-range "$SERVICE_CIDR"
+  start_daemon kube-scheduler "$KUBE_BIN/kube-scheduler" "${common[@]}" \
+    --kubeconfig "$CLUSTER_DIR/kube-scheduler.kubeconfig" \
+    --authentication-kubeconfig "$CLUSTER_DIR/kube-scheduler.kubeconfig" \
+    --authorization-kubeconfig "$CLUSTER_DIR/kube-scheduler.kubeconfig"
+}
+
+start_node() {
+  log "starting containerd"
+  start_daemon containerd containerd --config "$CLUSTER_DIR/containerd.toml"
+  wait_for "containerd" 30 containerd ctr_k8s version
+  log "importing images"
+  import_images
+  ctr_k8s images check "name==$PAUSE_IMAGE" | grep -q complete ||
+    die "the pause image $PAUSE_IMAGE is not in the cluster's containerd after the import"
+
+  log "starting kubelet (cpu-manager-policy $KUBELET_CPU_POLICY)"
+  start_daemon kubelet "$KUBE_BIN/kubelet" \
+    --config "$CLUSTER_DIR/kubelet.yaml" \
+    --kubeconfig "$CLUSTER_DIR/kubelet.kubeconfig" \
+    --root-dir "$KUBELET_ROOT" \
+    --hostname-override "$NODE_NAME" --v=1
+  wait_for "node $NODE_NAME Ready" 90 kubelet node_ready
+  # The node lifecycle controller removes the not-ready taint shortly after Ready.
+  wait_for "the not-ready taint to leave node $NODE_NAME" 60 kube-controller-manager node_untainted
+}
+
+node_ready() {
+  [ "$("$KUBE_BIN/kubectl" --kubeconfig "$ADMIN_KUBECONFIG" get node "$NODE_NAME" \
+    -o 'jsonpath={.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null)" = True ]
+}
+
+node_untainted() {
+  ! "$KUBE_BIN/kubectl" --kubeconfig "$ADMIN_KUBECONFIG" get node "$NODE_NAME" \
+    -o 'jsonpath={.spec.taints[*].key}' | grep -q node.kubernetes.io/not-ready
+}
+
+write_cluster_env() {
+  cat >"$CLUSTER_ENV" <<EOF
+# Written by hack/cluster/up.sh; read by test/e2e/framework and hack/cluster/*.sh.
+CLUSTER_DIR=$CLUSTER_DIR
+KUBECONFIG=$ADMIN_KUBECONFIG
+KUBE_BIN=$KUBE_BIN
+KUBECTL=$KUBE_BIN/kubectl
+NODE_NAME=$NODE_NAME
+KUBELET_CPU_POLICY=$KUBELET_CPU_POLICY
+KUBELET_RESERVED_CPUS=$KUBELET_RESERVED_CPUS
+KUBELET_ROOT=$KUBELET_ROOT
+LOG_DIR=$LOG_DIR
+CONTAINERD_SOCK=$CONTAINERD_SOCK
+API_SERVER=https://127.0.0.1:$API_PORT
+KUBELET_URL=https://127.0.0.1:10250
+EOF
+}
+
+print_summary() {
+  cat >&2 <<EOF
+cluster: up (node $NODE_NAME, kubelet cpu-manager-policy $KUBELET_CPU_POLICY) in $((SECONDS - start_time)) s
+  kubeconfig: $ADMIN_KUBECONFIG
+  kubectl:    $KUBE_BIN/kubectl
+  logs:       $LOG_DIR/{$(IFS=,; echo "${DAEMONS[*]}")}.log
+  pod logs:   $CLUSTER_DIR/pod-logs
+  use it:     export KUBECONFIG=$ADMIN_KUBECONFIG PATH=$KUBE_BIN:\$PATH
+  stop it:    make cluster-down
+EOF
+}
+
+preflight
+take_lock
+if cluster_up; then
+  running="$(cluster_setting KUBELET_CPU_POLICY)"
+  [ "$running" = "$KUBELET_CPU_POLICY" ] ||
+    die "the cluster is up with kubelet cpu-manager-policy $running, not $KUBELET_CPU_POLICY; run make cluster-down first"
+  KUBE_BIN="$(cluster_setting KUBE_BIN)"
+  if curl_api /readyz >/dev/null && node_ready; then
+    log "already up; importing the tree's current images"
+    "$FG_ROOT/hack/images/build.sh" || die "could not build the images (hack/images/build.sh)"
+    import_images
+    start_time=$SECONDS
+    print_summary
+    exit 0
+  fi
+  log "the cluster's processes run but it is not healthy; restarting it"
+fi
+if [ -e "$CLUSTER_ENV" ] || [ -d "$PID_DIR" ]; then
+  log "cleaning up what a previous cluster left"
+  "$FG_ROOT/hack/cluster/down.sh"
+fi
+check_ports
+
+KUBE_BIN="$(kube_bin)" || die "could not build the Kubernetes binaries (hack/k8s/build.sh)"
+"$FG_ROOT/hack/images/build.sh" || die "could not build the images (hack/images/build.sh)"
+
+mkdir -p "$CLUSTER_DIR" "$LOG_DIR" "$RUN_DIR"
+# A start that fails half-way leaves nothing running; the logs stay for the post-mortem.
+trap 'rc=$?; if [ $rc -ne 0 ]; then log "tearing down the half-started cluster (logs stay in $LOG_DIR)"; "$FG_ROOT/hack/cluster/down.sh" || true; fi' EXIT
+for d in "${DAEMONS[@]}"; do : >"$LOG_DIR/$d.log"; done
+record_outside_paths
+make_pki
+write_configs
+write_cluster_env
+start_control_plane
+start_node
+print_summary
