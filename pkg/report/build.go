@@ -36,9 +36,9 @@ func (o Options) Available(f policy.NUMAFree) int {
 	return f.Available
 }
 
-// unknownNamespace stands for the namespace of a pin whose pod the agent cannot name yet; the pod
+// UnknownNamespace stands for the namespace of a pin whose pod the agent cannot name yet; the pod
 // is then written by UID. It is outside the API's name charset, so it never names a real pod.
-const unknownNamespace = "?"
+const UnknownNamespace = "?"
 
 // Build returns the NodeResourceTopology object for one node: a zone node-<id> per NUMA node of
 // snap.Free, with cpu capacity (online CPUs), allocatable (minus reserved) and available (what one
@@ -66,7 +66,7 @@ func Build(node NodeRef, topo *topology.Topology, snap Snapshot, opts Options) (
 		}
 		name := nrt.PodName{Namespace: p.Namespace, Name: p.Pod}
 		if !p.Named() {
-			name = nrt.PodName{Namespace: unknownNamespace, Name: p.PodUID}
+			name = nrt.PodName{Namespace: UnknownNamespace, Name: p.PodUID}
 		}
 		pods = append(pods, name)
 		pinsByZone[z] = append(pinsByZone[z], nrt.Pin{Namespace: name.Namespace, Pod: name.Name, Container: p.Container, CPUs: p.CPUs})

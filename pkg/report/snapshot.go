@@ -17,6 +17,15 @@ type Snapshot struct {
 	Shared, Reserved cpuset.CPUSet
 	// Free is policy.Allocator.Free(): every NUMA node's capacity and free CPUs, in node order.
 	Free []policy.NUMAFree
+	// SharedContainers are the containers the agent keeps in the shared pool, ordered like Pins;
+	// nil when the source does not track them.
+	SharedContainers []Container
+}
+
+// Container names one container of a pod.
+type Container struct {
+	// Namespace and Pod are empty while the agent does not know them.
+	PodUID, Namespace, Pod, Container string
 }
 
 // Pin is one container holding exclusive CPUs.

@@ -1,0 +1,175 @@
+package inspect
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// DefaultAddress is where the server listens unless told otherwise: loopback only, so that pod
+// names and pins are not exposed beyond the node. The DaemonSet runs on the host network, so
+// `nodeagent pins` on the node reaches it there.
+const DefaultAddress = "127.0.0.1:9720"
+
+// Paths served.
+const (
+	PathMetrics = "/metrics"
+	PathHealthz = "/healthz"
+	PathReadyz  = "/readyz"
+	PathPins    = "/pins"
+)
+
+// checkTimeout bounds one health or readiness check.
+const checkTimeout = 5 * time.Second
+
+// Check is one named health or readiness condition; Run returns nil when it holds.
+type Check struct {
+	Name string
+	Run  func(context.Context) error
+}
+
+// Config is what a Server serves.
+type Config struct {
+	// Address is host:port to listen on; empty for DefaultAddress.
+	Address string
+	// Gatherer is what /metrics exposes.
+	Gatherer prometheus.Gatherer
+	// Pins returns the current view for /pins.
+	Pins func() Pins
+	// Health and Ready are the checks of /healthz and /readyz; every one must pass.
+	Health, Ready []Check
+	Logger        *slog.Logger
+}
+
+// Server is the agent's read-only HTTP endpoint.
+type Server struct {
+	cfg     Config
+	handler http.Handler
+}
+
+// New checks cfg and builds the server's routes.
+func New(cfg Config) (*Server, error) {
+	switch {
+	case cfg.Gatherer == nil:
+		return nil, errors.New("inspection server: no metrics gatherer")
+	case cfg.Pins == nil:
+		return nil, errors.New("inspection server: no pins view")
+	case cfg.Logger == nil:
+		return nil, errors.New("inspection server: no logger")
+	}
+	if cfg.Address == "" {
+		cfg.Address = DefaultAddress
+	}
+	if _, _, err := net.SplitHostPort(cfg.Address); err != nil {
+		return nil, fmt.Errorf("inspection server address %q is not host:port: %w", cfg.Address, err)
+	}
+	s := &Server{cfg: cfg}
+	mux := http.NewServeMux()
+	mux.Handle(PathMetrics, promhttp.HandlerFor(cfg.Gatherer, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn)}))
+	mux.HandleFunc(PathHealthz, s.checks(cfg.Health))
+	mux.HandleFunc(PathReadyz, s.checks(cfg.Ready))
+	mux.HandleFunc(PathPins, s.pins)
+	s.handler = readOnly(mux)
+	return s, nil
+}
+
+// Handler returns the server's routes, for tests and for embedding.
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// Address returns the configured listen address.
+func (s *Server) Address() string { return s.cfg.Address }
+
+// Run listens on the configured address and serves until ctx ends, then shuts down gracefully.
+func (s *Server) Run(ctx context.Context) error {
+	ln, err := net.Listen("tcp", s.cfg.Address)
+	if err != nil {
+		return fmt.Errorf("inspection server: listen on %s: %w", s.cfg.Address, err)
+	}
+	return s.Serve(ctx, ln)
+}
+
+// Serve serves on ln until ctx ends.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	srv := &http.Server{
+		Handler:           s.handler,
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       10 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		IdleTimeout:       60 * time.Second,
+		ErrorLog:          slog.NewLogLogger(s.cfg.Logger.Handler(), slog.LevelWarn),
+	}
+	s.cfg.Logger.Info("inspection server listening", "address", ln.Addr().String())
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("inspection server on %s: %w", ln.Addr(), err)
+	case <-ctx.Done():
+	}
+	shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(shutdown); err != nil {
+		return fmt.Errorf("inspection server on %s: shut down: %w", ln.Addr(), err)
+	}
+	return nil
+}
+
+// readOnly refuses every method but GET and HEAD.
+func readOnly(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			w.Header().Set("Allow", "GET, HEAD")
+			http.Error(w, "read-only endpoint: use GET", http.StatusMethodNotAllowed)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// checks answers 200 "ok" when every check passes, 503 otherwise; the body lists each check as
+// "[+]name ok" or "[-]name failed: reason".
+func (s *Server) checks(list []Check) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), checkTimeout)
+		defer cancel()
+		var b strings.Builder
+		failed := false
+		for _, c := range list {
+			if err := c.Run(ctx); err != nil {
+				failed = true
+				fmt.Fprintf(&b, "[-]%s failed: %v\n", c.Name, err)
+				continue
+			}
+			fmt.Fprintf(&b, "[+]%s ok\n", c.Name)
+		}
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		if failed {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			fmt.Fprintf(&b, "%s check failed\n", strings.TrimPrefix(r.URL.Path, "/"))
+		} else {
+			b.WriteString("ok\n")
+		}
+		_, _ = w.Write([]byte(b.String()))
+	}
+}
+
+func (s *Server) pins(w http.ResponseWriter, _ *http.Request) {
+	body, err := json.MarshalIndent(s.cfg.Pins(), "", "  ")
+	if err != nil {
+		s.cfg.Logger.Error("pins view not encodable", "err", err)
+		http.Error(w, "pins view not encodable", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(append(body, '\n'))
+}
