@@ -21,6 +21,7 @@ type command struct {
 var commands = []command{
 	{"topology", "print the machine's sockets, NUMA nodes, L3 groups and cores (table or JSON)", runTopology},
 	{"simulate", "run exclusive CPU requests and releases through the allocator and show what they get", runSimulate},
+	{"pins", "show exclusive and shared CPUs per container and free cores per NUMA node (table or JSON)", runPins},
 }
 
 func main() {

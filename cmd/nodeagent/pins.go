@@ -1,0 +1,152 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/finegrain-dev/finegrain/pkg/checkpoint"
+	"github.com/finegrain-dev/finegrain/pkg/inspect"
+	"github.com/finegrain-dev/finegrain/pkg/policy"
+	"github.com/finegrain-dev/finegrain/pkg/report"
+	"github.com/finegrain-dev/finegrain/pkg/topology"
+)
+
+const pinsUsage = `usage: nodeagent pins [--endpoint URL | --checkpoint FILE [--sysfs-root DIR]
+                      [--min-shared-cpus N] [--allow-split-cores]] [-o table|json]
+
+Prints who holds which CPUs on this node: every pinned container's exclusive CPUs, memory node
+and NUMA node, the containers in the shared pool and the shared pool itself, and each NUMA node's
+free CPUs, free whole cores and what one exclusive request could still get there.
+By default it asks the running node agent's inspection endpoint (URL, GET /pins). With
+--checkpoint it reads the agent's state file instead, for a node whose agent is not running: the
+file names pods by UID only, DIR is the machine it was written on, and N and --allow-split-cores
+must be the agent's settings for "available" to match. The JSON form is a public contract
+(docs/interfaces.md).
+`
+
+// pinsOptions are the parsed flags of `nodeagent pins`.
+type pinsOptions struct {
+	endpoint        string
+	checkpoint      string
+	sysfsRoot       string
+	minSharedCPUs   int
+	allowSplitCores bool
+	timeout         time.Duration
+	output          outputFormat
+}
+
+func parsePinsFlags(args []string, stderr io.Writer) (pinsOptions, error) {
+	var opts pinsOptions
+	fs := flag.NewFlagSet("pins", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, pinsUsage)
+		fs.PrintDefaults()
+	}
+	fs.StringVar(&opts.endpoint, "endpoint", "http://"+inspect.DefaultAddress, "the node agent's inspection endpoint")
+	fs.StringVar(&opts.checkpoint, "checkpoint", "", "read the agent's checkpoint file instead of asking the agent")
+	fs.StringVar(&opts.sysfsRoot, "sysfs-root", "/sys", "with --checkpoint: directory laid out like /sys describing the machine")
+	fs.IntVar(&opts.minSharedCPUs, "min-shared-cpus", 1, "with --checkpoint: the agent's minimum shared pool")
+	fs.BoolVar(&opts.allowSplitCores, "allow-split-cores", false, "with --checkpoint: the agent lets requests split physical cores")
+	fs.DurationVar(&opts.timeout, "timeout", 5*time.Second, "how long to wait for the endpoint")
+	addOutputFlag(fs, &opts.output, outputTable)
+	if err := fs.Parse(args); err != nil {
+		return opts, err
+	}
+	if fs.NArg() > 0 {
+		return opts, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if set["endpoint"] && set["checkpoint"] {
+		return opts, errors.New("--endpoint and --checkpoint exclude each other: ask the agent, or read its file")
+	}
+	if opts.checkpoint == "" {
+		for _, name := range []string{"sysfs-root", "min-shared-cpus", "allow-split-cores"} {
+			if set[name] {
+				return opts, fmt.Errorf("--%s only applies with --checkpoint", name)
+			}
+		}
+	}
+	if opts.minSharedCPUs < 1 {
+		return opts, fmt.Errorf("--min-shared-cpus %d: the agent keeps at least 1", opts.minSharedCPUs)
+	}
+	return opts, nil
+}
+
+// runPins is the `pins` subcommand: 0 on success, 1 when the agent or the file cannot be read,
+// 2 on a usage error.
+func runPins(args []string, stdout, stderr io.Writer) int {
+	opts, err := parsePinsFlags(args, stderr)
+	if err != nil {
+		if !errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintf(stderr, "nodeagent pins: %v\n", err)
+		}
+		return 2
+	}
+	var view inspect.Pins
+	if opts.checkpoint != "" {
+		view, err = pinsFromCheckpoint(opts)
+	} else {
+		ctx, cancel := context.WithTimeout(context.Background(), opts.timeout)
+		view, err = inspect.Fetch(ctx, &http.Client{}, opts.endpoint)
+		cancel()
+		if err != nil {
+			err = fmt.Errorf("%w\n(is the node agent running here? Its --inspect-address must match --endpoint; or read its state with --checkpoint)", err)
+		}
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "nodeagent pins: %v\n", err)
+		return 1
+	}
+	err = writeOutput(stdout, opts.output, view, func(w io.Writer) error { return inspect.WriteTable(w, view, time.Now()) })
+	if err != nil {
+		fmt.Fprintf(stderr, "nodeagent pins: write the output: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+// pinsFromCheckpoint rebuilds the allocator's state from a checkpoint file on the machine the
+// file was written for. Every entry must restore: one that does not is reported, not dropped.
+func pinsFromCheckpoint(opts pinsOptions) (inspect.Pins, error) {
+	file, err := checkpoint.New(opts.checkpoint)
+	if err != nil {
+		return inspect.Pins{}, err
+	}
+	data, err := file.Read()
+	if err != nil {
+		return inspect.Pins{}, err
+	}
+	cp, err := policy.DecodeCheckpoint(data)
+	if err != nil {
+		return inspect.Pins{}, fmt.Errorf("checkpoint %s: %w", opts.checkpoint, err)
+	}
+	topo, err := topology.Discover(opts.sysfsRoot)
+	if err != nil {
+		return inspect.Pins{}, fmt.Errorf("read the machine under %s: %w", opts.sysfsRoot, err)
+	}
+	if fp := policy.Fingerprint(topo); fp != cp.Topology {
+		return inspect.Pins{}, fmt.Errorf("checkpoint %s was written for machine %s, but %s describes machine %s; pass the --sysfs-root of the machine it comes from",
+			opts.checkpoint, cp.Topology, opts.sysfsRoot, fp)
+	}
+	a, err := policy.New(topo, policy.Config{ReservedCPUs: cp.Reserved, MinSharedCPUs: opts.minSharedCPUs})
+	if err != nil {
+		return inspect.Pins{}, fmt.Errorf("checkpoint %s: %w", opts.checkpoint, err)
+	}
+	var bad []error
+	for _, asg := range cp.Assignments {
+		if err := a.Restore(asg); err != nil {
+			bad = append(bad, err)
+		}
+	}
+	if len(bad) > 0 {
+		return inspect.Pins{}, fmt.Errorf("checkpoint %s holds %d entries that do not fit the machine (the agent repairs these at start): %w", opts.checkpoint, len(bad), errors.Join(bad...))
+	}
+	return inspect.FromSnapshot(cp.Host, inspect.SourceCheckpoint, report.SnapshotOf(a, 0, nil), report.Options{WholeCores: !opts.allowSplitCores}), nil
+}
