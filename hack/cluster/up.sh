@@ -214,9 +214,10 @@ KUBELET_URL=https://127.0.0.1:10250
 EOF
 }
 
+# print_summary HOW: HOW says how the cluster came to be up.
 print_summary() {
   cat >&2 <<EOF
-cluster: up (node $NODE_NAME, kubelet cpu-manager-policy $KUBELET_CPU_POLICY) in $((SECONDS - start_time)) s
+cluster: $1 (node $NODE_NAME, kubelet cpu-manager-policy $KUBELET_CPU_POLICY)
   kubeconfig: $ADMIN_KUBECONFIG
   kubectl:    $KUBE_BIN/kubectl
   logs:       $LOG_DIR/{$(IFS=,; echo "${DAEMONS[*]}")}.log
@@ -237,8 +238,7 @@ if cluster_up; then
     log "already up; importing the tree's current images"
     "$FG_ROOT/hack/images/build.sh" || die "could not build the images (hack/images/build.sh)"
     import_images
-    start_time=$SECONDS
-    print_summary
+    print_summary "already up"
     exit 0
   fi
   log "the cluster's processes run but it is not healthy; restarting it"
@@ -262,4 +262,4 @@ write_configs
 write_cluster_env
 start_control_plane
 start_node
-print_summary
+print_summary "up in $((SECONDS - start_time)) s"
