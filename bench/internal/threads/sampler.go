@@ -101,11 +101,13 @@ func (s *Sampler) sample(baseline bool) error {
 }
 
 func (s *Sampler) sampleThread(p procfs.Proc, baseline bool) error {
-	stat, err := p.Stat()
+	// Run time first, processor second: a thread that wakes between the two reads then shows
+	// the CPU it woke on, never a stale one it left before the run time grew.
+	sched, err := p.Schedstat()
 	if err != nil {
 		return err
 	}
-	sched, err := p.Schedstat()
+	stat, err := p.Stat()
 	if err != nil {
 		return err
 	}
