@@ -46,6 +46,9 @@ type Row struct {
 	Hardware []result.Counter `json:"hardware"`
 }
 
+// busyShare is the CPU share below which the baseline itself was starved by other work.
+const busyShare = 0.9
+
 var hardwareCounters = []string{"cycles", "instructions", "LLC-loads", "LLC-load-misses"}
 
 // Summarize groups samples by benchmark and scenario, in the order given.
@@ -208,6 +211,13 @@ func WriteMarkdown(b *strings.Builder, rows []Row) {
 			}
 		}
 		b.WriteString("\n")
+	}
+	for _, r := range rows {
+		if r.Scenario == Alone && r.CPUShare < busyShare {
+			fmt.Fprintf(b, "\n**Busy machine:** alone, the %s ranks got only %.0f %% of their CPU time: other load outside the bench's cgroups "+
+				"(not in any pool the allocator controls) dominates these ratios; measure on a quiet machine or a node whose other work runs in the shared pool.\n",
+				r.Benchmark, 100*r.CPUShare)
+		}
 	}
 	b.WriteString("\nmedian: total sustained rate of the ranks (DGEMM: all products over their time; STREAM: triad over the average pass). " +
 		"CPU share: the ranks' task-clock over their wall time (1 = never waiting for a CPU). " +

@@ -129,3 +129,20 @@ func TestNiceCeil(t *testing.T) {
 		}
 	}
 }
+
+func TestMarkdownWarnsWhenBaselineStarved(t *testing.T) {
+	for _, tc := range []struct {
+		rate float64 // the fake task-clock is rate/10 CPU-seconds over 1 s
+		warn bool
+	}{{5, true}, {40, false}} {
+		rows, err := Summarize([]Sample{sample(Alone, "stream", tc.rate, 1, 0)}, AllScenarios, []string{"stream"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var md strings.Builder
+		WriteMarkdown(&md, rows)
+		if got := strings.Contains(md.String(), "**Busy machine:** alone, the stream ranks got only 50 %"); got != tc.warn {
+			t.Errorf("CPU share %.2f: warning shown %v, want %v:\n%s", rows[0].CPUShare, got, tc.warn, md.String())
+		}
+	}
+}
