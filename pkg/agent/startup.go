@@ -1,0 +1,215 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/cpuset"
+
+	"github.com/finegrain-dev/finegrain/pkg/agent/classify"
+	"github.com/finegrain-dev/finegrain/pkg/cgroup"
+	"github.com/finegrain-dev/finegrain/pkg/policy"
+)
+
+// start rebuilds the state from the checkpoint, the container cgroups and the pods the API server
+// lists (waiting at most StartupAPITimeout for them), repairs what disagrees through
+// policy.Reconcile, writes a fresh checkpoint and every cgroup, and marks the agent started.
+// Without the API server it trusts the checkpoint for every entry and catches up when the pod
+// list arrives, so a restart during an API outage loses no pin.
+func (a *Agent) start(ctx context.Context) (Report, error) {
+	cp, cpErr := a.readCheckpoint()
+	synced := a.waitForPods(ctx)
+	if ctx.Err() != nil {
+		return Report{}, ctx.Err()
+	}
+	cgs, err := a.d.Writer.Enumerate()
+	if errors.Is(err, cgroup.ErrKubepodsMissing) {
+		a.log.Warn("no kubepods cgroup yet; starting with no containers", "reason", err.Error())
+		cgs, err = nil, nil
+	}
+	if err != nil {
+		return Report{}, fmt.Errorf("list container cgroups: %w", err)
+	}
+	empty, err := policy.New(a.d.Topology, a.policyConfig())
+	if err != nil {
+		return Report{}, fmt.Errorf("CPU pools: %w", err)
+	}
+	st := newState(empty)
+	if synced {
+		for _, obj := range a.informer.GetStore().List() {
+			if pod, ok := obj.(*corev1.Pod); ok && pod.Spec.NodeName == a.opts.NodeName {
+				info := classify.Classify(pod, a.opts.Classify)
+				ps := &podState{info: info, ids: map[cgroup.ContainerID]string{}, reported: map[string]bool{}}
+				for id, name := range info.IDs {
+					ps.ids[id] = name
+				}
+				st.pods[info.UID] = ps
+			}
+		}
+	}
+	live := map[cgroup.ContainerRef]cgroup.Container{}
+	for _, cg := range cgs {
+		live[cg.Ref] = cg
+		c := &ctrState{ref: cg.Ref, seen: a.d.Now(), via: PathStartup, observed: cg.CPUs}
+		st.nameOf(c)
+		st.ctrs[cg.Ref] = c
+	}
+	a.mu.Lock()
+	a.st = st
+	a.mu.Unlock()
+	a.identify(ctx, a.toName(st, cp))
+
+	a.mu.Lock()
+	observed := observe(st, live, cp, synced)
+	alloc, repairs, err := policy.Reconcile(policy.ReconcileInput{
+		Topology: a.d.Topology, Config: a.policyConfig(), Host: a.opts.NodeName,
+		Checkpoint: cp, CheckpointErr: cpErr, Observed: observed,
+	})
+	if err != nil {
+		a.st = nil
+		a.mu.Unlock()
+		return Report{}, fmt.Errorf("rebuild the CPU pools: %w", err)
+	}
+	st.alloc = alloc
+	st.changes = 1
+	for _, r := range repairs {
+		a.reportRepairLocked(r)
+	}
+	var rep Report
+	for _, ps := range st.pods {
+		if !ps.info.Terminal {
+			a.allocatePodLocked(ps, &rep)
+		}
+	}
+	a.started, a.apiSynced = true, synced
+	a.notify()
+	a.log.Info("started enforcing", "pods", len(st.pods), "containers", len(st.ctrs), "exclusive", alloc.Len(),
+		"shared", alloc.SharedCPUs().String(), "reserved", alloc.ReservedCPUs().String(), "apiServer", synced, "repairs", len(repairs))
+	a.mu.Unlock()
+	if !synced {
+		a.log.Warn("the API server did not list this node's pods in time; enforcing from the checkpoint and the cgroups until it does",
+			"timeout", a.opts.StartupAPITimeout)
+		go a.awaitPods(ctx)
+	}
+	rep.merge(a.enforce(ctx, target{all: true}))
+	return rep, nil
+}
+
+func (a *Agent) readCheckpoint() (*policy.Checkpoint, error) {
+	data, err := a.d.Store.Read()
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, nil
+	case err != nil:
+		return nil, err
+	}
+	cp, err := policy.DecodeCheckpoint(data)
+	if err != nil {
+		return nil, err
+	}
+	return &cp, nil
+}
+
+func (a *Agent) waitForPods(ctx context.Context) bool {
+	ctx, cancel := context.WithTimeout(ctx, a.opts.StartupAPITimeout)
+	defer cancel()
+	return cache.WaitForCacheSync(ctx.Done(), a.podsSynced)
+}
+
+// awaitPods waits for the pod list after a start without it, then asks the loop to drop the
+// entries of pods that are gone.
+func (a *Agent) awaitPods(ctx context.Context) {
+	if cache.WaitForCacheSync(ctx.Done(), a.podsSynced) {
+		a.log.Info("the API server listed this node's pods; resyncing")
+		a.queue.push(podEvent{resync: true})
+	}
+}
+
+// toName returns the containers whose names decide a pin: those of opted-in pods and, without
+// the API server, of pods the checkpoint holds CPUs for.
+func (a *Agent) toName(st *state, cp *policy.Checkpoint) []cgroup.ContainerRef {
+	if a.d.Resolver == nil {
+		return nil
+	}
+	held := map[string]bool{}
+	if cp != nil {
+		for _, e := range cp.Assignments {
+			held[e.Key.PodUID] = true
+		}
+	}
+	var out []cgroup.ContainerRef
+	for ref, c := range st.ctrs {
+		if c.name != "" {
+			continue
+		}
+		ps := st.pods[string(ref.Pod.UID)]
+		if (ps != nil && len(ps.info.ExclusiveContainers()) > 0) || held[string(ref.Pod.UID)] {
+			out = append(out, ref)
+		}
+	}
+	return out
+}
+
+// observe lists the containers that should hold exclusive CPUs, with what their cgroups carry:
+// from the pod list when the API server answered, from the checkpoint otherwise. A container
+// whose cgroup does not exist yet is described by its checkpoint entry (nothing to disagree
+// with) or as unpinned.
+func observe(st *state, live map[cgroup.ContainerRef]cgroup.Container, cp *policy.Checkpoint, synced bool) []policy.Observed {
+	byName := map[policy.Key]cgroup.Container{}
+	for ref, c := range st.ctrs {
+		if c.name != "" {
+			byName[policy.Key{PodUID: string(ref.Pod.UID), Container: c.name}] = live[ref]
+		}
+	}
+	entries := map[policy.Key]policy.Assignment{}
+	if cp != nil {
+		for _, e := range cp.Assignments {
+			entries[e.Key] = e
+		}
+	}
+	describe := func(key policy.Key, n int) policy.Observed {
+		o := policy.Observed{Key: key, RequestedCPUs: n, CPUs: cpuset.New(), Mems: cpuset.New()}
+		if cg, ok := byName[key]; ok {
+			o.CPUs, o.Mems = cg.CPUs, cg.Mems
+		} else if e, ok := entries[key]; ok {
+			o.CPUs, o.Mems = e.CPUs, e.Mems
+		}
+		return o
+	}
+	var out []policy.Observed
+	if !synced {
+		for key, e := range entries {
+			out = append(out, describe(key, e.CPUs.Size()))
+		}
+		return out
+	}
+	for uid, ps := range st.pods {
+		if ps.info.Terminal {
+			continue
+		}
+		for _, ct := range ps.info.ExclusiveContainers() {
+			out = append(out, describe(policy.Key{PodUID: uid, Container: ct.Name}, ct.CPUs))
+		}
+	}
+	return out
+}
+
+// reportRepairLocked logs a start-up repair and tells the pod concerned.
+func (a *Agent) reportRepairLocked(r policy.Repair) {
+	a.hooks.Reconciled(r)
+	level := slog.LevelInfo
+	switch r.Action {
+	case policy.ActionDrop, policy.ActionRebuild, policy.ActionUseConfig:
+		level = slog.LevelWarn
+	}
+	a.log.Log(context.Background(), level, "start-up repair", "reason", string(r.Reason), "action", string(r.Action),
+		"podUID", r.Key.PodUID, "container", r.Key.Container, "cpus", r.CPUs.String(), "detail", r.Detail)
+	if ps := a.st.pods[r.Key.PodUID]; ps != nil && r.Action != policy.ActionAdopt {
+		a.d.Recorder.Event(podRef(ps.info), corev1.EventTypeWarning, ReasonRepaired, r.String())
+	}
+}
