@@ -33,6 +33,7 @@ type Agent struct {
 	allocations        prometheus.Counter
 	releases           prometheus.Counter
 	repairs            prometheus.Counter
+	startupRepairs     *prometheus.CounterVec
 	errors             *prometheus.CounterVec
 	checkpointWrites   *prometheus.CounterVec
 	checkpointDuration prometheus.Histogram
@@ -74,6 +75,10 @@ func NewAgent(reg prometheus.Registerer, labels Labels) (*Agent, error) {
 			Namespace: namespace, Subsystem: subsystem, Name: "repairs_total",
 			Help: "Container cgroups rewritten because they no longer held what the agent wrote.",
 		}),
+		startupRepairs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Subsystem: subsystem, Name: "startup_repairs_total",
+			Help: "Conflicts the start-up rebuild resolved between checkpoint, cgroups and API server, by reason.",
+		}, []string{"reason"}),
 		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: namespace, Subsystem: subsystem, Name: "errors_total",
 			Help: "Failures by reason; the agent's log says what failed.",
@@ -112,7 +117,7 @@ func NewAgent(reg prometheus.Registerer, labels Labels) (*Agent, error) {
 		m.checkpointWrites.WithLabelValues(r)
 		m.publishes.WithLabelValues(r)
 	}
-	for _, c := range []prometheus.Collector{m.pins, m.window, m.allocations, m.releases, m.repairs, m.errors,
+	for _, c := range []prometheus.Collector{m.pins, m.window, m.allocations, m.releases, m.repairs, m.startupRepairs, m.errors,
 		m.checkpointWrites, m.checkpointDuration, m.publishes, m.publishLatency, m.publishedGen} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register node agent metrics: %w", err)
@@ -135,6 +140,9 @@ func (m *Agent) Released() { m.releases.Inc() }
 
 // DriftRepaired counts a rewritten container cgroup.
 func (m *Agent) DriftRepaired() { m.repairs.Inc() }
+
+// StartupRepaired counts a conflict the start-up rebuild resolved, by reason.
+func (m *Agent) StartupRepaired(reason string) { m.startupRepairs.WithLabelValues(reason).Inc() }
 
 // Failed counts a failure by reason.
 func (m *Agent) Failed(reason string) { m.errors.WithLabelValues(reason).Inc() }

@@ -55,6 +55,7 @@ func TestAgentRecordsHooks(t *testing.T) {
 	m.Allocated()
 	m.Released()
 	m.DriftRepaired()
+	m.StartupRepaired("CgroupDisagrees")
 	m.Failed("cgroup-write")
 	m.Failed("cri-resolve")
 	m.CheckpointWritten(4*time.Millisecond, nil)
@@ -72,6 +73,9 @@ finegrain_nodeagent_releases_total 1
 # HELP finegrain_nodeagent_repairs_total Container cgroups rewritten because they no longer held what the agent wrote.
 # TYPE finegrain_nodeagent_repairs_total counter
 finegrain_nodeagent_repairs_total 1
+# HELP finegrain_nodeagent_startup_repairs_total Conflicts the start-up rebuild resolved between checkpoint, cgroups and API server, by reason.
+# TYPE finegrain_nodeagent_startup_repairs_total counter
+finegrain_nodeagent_startup_repairs_total{reason="CgroupDisagrees"} 1
 # HELP finegrain_nodeagent_errors_total Failures by reason; the agent's log says what failed.
 # TYPE finegrain_nodeagent_errors_total counter
 finegrain_nodeagent_errors_total{reason="allocate"} 0
@@ -94,7 +98,7 @@ finegrain_nodeagent_nrt_publishes_total{result="success"} 1
 finegrain_nodeagent_nrt_published_generation 42
 `
 	names := []string{"finegrain_nodeagent_allocations_total", "finegrain_nodeagent_releases_total", "finegrain_nodeagent_repairs_total",
-		"finegrain_nodeagent_errors_total", "finegrain_nodeagent_pins_total", "finegrain_nodeagent_checkpoint_writes_total",
+		"finegrain_nodeagent_startup_repairs_total", "finegrain_nodeagent_errors_total", "finegrain_nodeagent_pins_total", "finegrain_nodeagent_checkpoint_writes_total",
 		"finegrain_nodeagent_nrt_publishes_total", "finegrain_nodeagent_nrt_published_generation"}
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), names...); err != nil {
 		t.Error(err)
