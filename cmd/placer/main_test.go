@@ -23,7 +23,10 @@ func TestPlanCommand(t *testing.T) {
 		{[]string{"plan", "--cluster", testdata + "cluster-paper.yaml"}, 1, `"error": "give exactly one of --job FILE and --pod-group NAMESPACE/NAME"`, "", true},
 		{[]string{"plan", "--job", "x", "-o", "yaml"}, 2, "", `-o "yaml": want json or text`, false},
 		{[]string{"plan", "--bogus"}, 2, "", "flag provided but not defined: -bogus", false},
-		{[]string{"run"}, 2, "", `unknown command "run"`, false},
+		{[]string{"schedule"}, 2, "", `unknown command "schedule"`, false},
+		{[]string{"run", "extra"}, 2, "", `run takes no arguments`, false},
+		{[]string{"run", "--kubeconfig", "/nonexistent", "--metrics-address", ""}, 1, "", `read kubeconfig /nonexistent`, false},
+		{[]string{"help"}, 0, "plan", "", false},
 		{nil, 2, "", "usage:", false},
 	}
 	for _, tc := range tests {

@@ -54,16 +54,21 @@ func Workers(job *v1alpha1.HPCJob, tasks []int, groups int) []Worker {
 	slices.SortStableFunc(slots, func(a, b int) int { return cmp.Compare(grp[a], grp[b]) })
 	out := make([]Worker, len(tasks))
 	for i, s := range slots {
-		name := v1alpha1.WorkerName(job.Name, i)
-		out[i] = Worker{
-			Index:    i,
-			Name:     name,
-			Hostname: name + "." + v1alpha1.ServiceName(job.Name) + "." + job.Namespace + ".svc",
-			Tasks:    tasks[s],
-			Group:    grp[s],
-		}
+		out[i] = NewWorker(job, i, tasks[s], grp[s])
 	}
 	return out
+}
+
+// NewWorker describes worker index of job.
+func NewWorker(job *v1alpha1.HPCJob, index, tasks, group int) Worker {
+	name := v1alpha1.WorkerName(job.Name, index)
+	return Worker{
+		Index:    index,
+		Name:     name,
+		Hostname: name + "." + v1alpha1.ServiceName(job.Name) + "." + job.Namespace + ".svc",
+		Tasks:    tasks,
+		Group:    group,
+	}
 }
 
 // Hostfile is the MPI hostfile: one line "<hostname> slots=<tasks>" per worker, in rank order.

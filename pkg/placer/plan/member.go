@@ -95,3 +95,17 @@ func sharedConstraints(seen *[]*Constraints, c *Constraints) *Constraints {
 	*seen = append(*seen, c)
 	return c
 }
+
+// PodKey is the gang key of a plain pod placed on its own (no pod-group label).
+func PodKey(namespace, name string) string { return "pod " + namespace + "/" + name }
+
+// SinglePod makes the one-member gang of a plain pod without a pod-group label.
+func SinglePod(pod *corev1.Pod) *Gang {
+	return &Gang{
+		Key:            PodKey(pod.Namespace, pod.Name),
+		Members:        []Member{MemberFromPod(pod, 0, ConstraintsOf(&pod.Spec))},
+		Groups:         1,
+		MinAvailable:   1,
+		ExclusiveNodes: pod.Annotations[v1alpha1.AnnotationExclusiveNodes] == "true",
+	}
+}

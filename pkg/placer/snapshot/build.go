@@ -19,6 +19,10 @@ type Input struct {
 	Topologies []*unstructured.Unstructured
 	// Pods are all pods; pending and terminated ones are skipped.
 	Pods []*corev1.Pod
+	// Gone names pods ("namespace/name") to treat as deleted: their requests are not counted
+	// and the cores the free-core map lists them pinned to are free again. It answers "what if
+	// these pods were gone" (shrinking an elastic job).
+	Gone map[string]bool
 }
 
 // HPCJobKey is the JobOnNode key of an HPCJob.
@@ -85,6 +89,12 @@ func Build(in Input) *Snapshot {
 		}
 		i, ok := s.NodeIndex(p.Spec.NodeName)
 		if !ok {
+			continue
+		}
+		if in.Gone[p.Namespace+"/"+p.Name] {
+			if topos[i] != nil {
+				topos[i].release(p)
+			}
 			continue
 		}
 		node := &s.Nodes[i]
@@ -166,6 +176,53 @@ func assumedZone(p *corev1.Pod, zones []Zone, cpus int) int {
 		return largest
 	}
 	return best
+}
+
+// release returns a gone pod's pinned cores to the NUMA node whose pins list it.
+func (t *nodeTopology) release(p *corev1.Pod) {
+	numa, ok := t.pinned[p.Namespace+"/"+p.Name]
+	if !ok {
+		return
+	}
+	delete(t.pinned, p.Namespace+"/"+p.Name)
+	cpus, mem := PinnedDemand(p)
+	for i := range t.zones {
+		if z := &t.zones[i]; z.NUMA == numa {
+			z.FreeCPUs += cpus
+			if z.FreeMemory >= 0 {
+				z.FreeMemory += mem
+			}
+		}
+	}
+}
+
+// Reserve records on the snapshot a pod just placed (spec.nodeName set, and for a pinned pod
+// the NUMA node annotation): its requests count on its node, its job on the node's job list,
+// and its pinned cores are held as an assumption on its NUMA node.
+func (s *Snapshot) Reserve(p *corev1.Pod) error {
+	i, ok := s.NodeIndex(p.Spec.NodeName)
+	if !ok {
+		return fmt.Errorf("reserve pod %s/%s: node %q is not in the snapshot", p.Namespace, p.Name, p.Spec.NodeName)
+	}
+	node := &s.Nodes[i]
+	req := PodRequests(p)
+	node.Requested.Add(&req)
+	if job, ok := JobOf(p); ok {
+		node.addJob(job)
+	}
+	s.byLoad = [2][]int32{}
+	cpus, mem := PinnedDemand(p)
+	zones := s.Zones[node.ZoneStart:node.ZoneEnd]
+	if cpus == 0 || len(zones) == 0 {
+		return nil
+	}
+	zone := &zones[assumedZone(p, zones, cpus)]
+	zone.FreeCPUs = max(zone.FreeCPUs-cpus, 0)
+	if zone.FreeMemory >= 0 {
+		zone.FreeMemory = max(zone.FreeMemory-mem, 0)
+	}
+	s.Assumed = append(s.Assumed, Assumption{Pod: p.Namespace + "/" + p.Name, Node: node.Name, NUMA: zone.NUMA, CPUs: cpus, Memory: mem})
+	return nil
 }
 
 func newNode(n *corev1.Node) Node {

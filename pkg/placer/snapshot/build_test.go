@@ -227,3 +227,50 @@ func TestPinnedDemand(t *testing.T) {
 		t.Errorf("an unlabelled pod is pinned to %d CPUs", cpus)
 	}
 }
+
+func TestReserveAndGone(t *testing.T) {
+	nrt := st.NRT("n1", 1,
+		st.Zone{Free: "6-17", Available: -1, Memory: "64Gi", Pins: "hpc/a/main=0-5"},
+		st.Zone{Free: "18-35", Available: -1, Memory: "64Gi"})
+	a := st.Pod("hpc", "a", "n1", "6", "4Gi", true)
+	in := snapshot.Input{Nodes: []*corev1.Node{st.Node("n1", 36, "128Gi", nil)}, Topologies: []*unstructured.Unstructured{nrt}, Pods: []*corev1.Pod{a}}
+	s := snapshot.Build(in)
+	p := st.Pod("hpc", "j-worker-0", "n1", "4", "2Gi", true)
+	p.Annotations[v1alpha1.AnnotationNUMANode] = "1"
+	p.Labels[v1alpha1.LabelJob], p.Labels[v1alpha1.LabelRole] = "j", v1alpha1.RoleWorker
+	if err := s.Reserve(p); err != nil {
+		t.Fatal(err)
+	}
+	if z := zonesOf(t, s, "n1"); z[1].FreeCPUs != 14 || z[1].FreeMemory != 62<<30 {
+		t.Errorf("NUMA 1 after reserve: %+v", z[1])
+	}
+	if n := s.Nodes[0]; n.Requested.MilliCPU != 10000 || len(n.Jobs) != 1 || len(s.Assumed) != 1 {
+		t.Errorf("node after reserve: requested %d jobs %v assumed %v", n.Requested.MilliCPU, n.Jobs, s.Assumed)
+	}
+	p.Spec.NodeName = "n9"
+	if err := s.Reserve(p); err == nil || !strings.Contains(err.Error(), `reserve pod hpc/j-worker-0: node "n9" is not in the snapshot`) {
+		t.Errorf("reserve on a missing node: %v", err)
+	}
+
+	in.Gone = map[string]bool{"hpc/a": true}
+	s = snapshot.Build(in)
+	if z := zonesOf(t, s, "n1"); z[0].FreeCPUs != 18 || z[0].FreeMemory != 64<<30 || s.Nodes[0].Requested.MilliCPU != 0 {
+		t.Errorf("with a gone: NUMA 0 %+v, requested %d", z[0], s.Nodes[0].Requested.MilliCPU)
+	}
+}
+
+func TestByLoadFollowsReserve(t *testing.T) {
+	s := snapshot.Build(snapshot.Input{
+		Nodes: []*corev1.Node{st.Node("n1", 8, "8Gi", nil), st.Node("n2", 8, "8Gi", nil)},
+		Pods:  []*corev1.Pod{st.Pod("web", "a", "n2", "2", "", false)},
+	})
+	if got := s.ByLoad(false); got[0] != 0 || s.ByLoad(true)[0] != 1 {
+		t.Fatalf("least loaded first %v, most loaded first %v", got, s.ByLoad(true))
+	}
+	if err := s.Reserve(st.Pod("web", "b", "n1", "4", "", false)); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.ByLoad(false); got[0] != 1 {
+		t.Errorf("after reserving 4 CPUs on n1, least loaded first is %v", got)
+	}
+}

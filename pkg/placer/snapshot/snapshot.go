@@ -4,18 +4,20 @@
 // pods the agent has not reported yet, so that a stale map never double-books cores. Build is
 // pure: it takes API objects and returns a value; it must not talk to the API server, and it
 // never fails on a malformed object (the node is marked and the problem reported instead).
+// A snapshot belongs to one goroutine: planners read it, and Reserve records a placement on it
+// so that the next gang planned on the same snapshot sees it.
 package snapshot
 
 import (
 	"cmp"
 	"slices"
 	"strings"
-	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 )
 
-// Snapshot is an immutable view of the cluster. Planners copy what they change.
+// Snapshot is a view of the cluster. Planners copy what they change; only Reserve changes it.
+// It is not safe for concurrent use.
 type Snapshot struct {
 	// Nodes are sorted by name.
 	Nodes []Node
@@ -27,10 +29,8 @@ type Snapshot struct {
 	// Warnings are problems found while building (objects that could not be read).
 	Warnings []string
 
-	byLoad [2]struct {
-		once  sync.Once
-		order []int32
-	}
+	// byLoad caches ByLoad's orders; Reserve clears them.
+	byLoad [2][]int32
 }
 
 // Node is one node as the placer sees it.
@@ -113,27 +113,28 @@ func CompareLoad(usedA, allocA, usedB, allocB int64) int {
 }
 
 // ByLoad returns the node indices ordered by CPU load, least loaded first (or most loaded first
-// when mostLoaded is set), ties by name. It is computed once per snapshot; callers must not
-// modify it.
+// when mostLoaded is set), ties by name. It is computed once per snapshot state; callers must
+// not modify it.
 func (s *Snapshot) ByLoad(mostLoaded bool) []int32 {
 	i := 0
 	if mostLoaded {
 		i = 1
 	}
-	c := &s.byLoad[i]
-	c.once.Do(func() {
-		c.order = make([]int32, len(s.Nodes))
-		for j := range c.order {
-			c.order[j] = int32(j)
+	if s.byLoad[i] != nil || len(s.Nodes) == 0 {
+		return s.byLoad[i]
+	}
+	order := make([]int32, len(s.Nodes))
+	for j := range order {
+		order[j] = int32(j)
+	}
+	slices.SortFunc(order, func(a, b int32) int {
+		na, nb := &s.Nodes[a], &s.Nodes[b]
+		l := CompareLoad(na.Requested.MilliCPU, na.Allocatable.MilliCPU, nb.Requested.MilliCPU, nb.Allocatable.MilliCPU)
+		if mostLoaded {
+			l = -l
 		}
-		slices.SortFunc(c.order, func(a, b int32) int {
-			na, nb := &s.Nodes[a], &s.Nodes[b]
-			l := CompareLoad(na.Requested.MilliCPU, na.Allocatable.MilliCPU, nb.Requested.MilliCPU, nb.Allocatable.MilliCPU)
-			if mostLoaded {
-				l = -l
-			}
-			return cmp.Or(l, cmp.Compare(a, b))
-		})
+		return cmp.Or(l, cmp.Compare(a, b))
 	})
-	return c.order
+	s.byLoad[i] = order
+	return order
 }

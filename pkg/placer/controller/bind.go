@@ -1,0 +1,228 @@
+package controller
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/finegrain-dev/finegrain/pkg/apis/finegrain/v1alpha1"
+	"github.com/finegrain-dev/finegrain/pkg/placer/queue"
+)
+
+// opKind is what a binding operation does.
+type opKind int
+
+const (
+	// opJob creates and binds a new HPCJob's pods.
+	opJob opKind = iota
+	// opGang binds a gang of plain pods.
+	opGang
+	// opExpand creates and binds the new workers of an elastic job.
+	opExpand
+)
+
+// target is one pod to bind.
+type target struct {
+	// pod is the pod to create (create set) or the existing pod to bind.
+	pod    *corev1.Pod
+	create bool
+	// node is where to bind it; empty for a worker created to wait (minAvailable let the gang
+	// start without it).
+	node string
+	// numa is the NUMA node for a pinned pod, -1 for a shared one.
+	numa int
+	role string
+
+	err error
+}
+
+// bindOp is one gang's binding, run in the background and finished by the loop.
+type bindOp struct {
+	key   string
+	kind  opKind
+	entry queue.Entry
+	// job and jobObj are set for HPCJob operations.
+	job    *v1alpha1.HPCJob
+	jobObj *unstructured.Unstructured
+	// status is the job status to write once every pod is bound.
+	status *v1alpha1.HPCJobStatus
+	note   string
+
+	configMap *corev1.ConfigMap
+	service   *corev1.Service
+	targets   []*target
+
+	setupErr error
+	started  time.Time
+}
+
+func (op *bindOp) failed() error {
+	if op.setupErr != nil {
+		return op.setupErr
+	}
+	var errs []error
+	for _, t := range op.targets {
+		if t.err != nil {
+			errs = append(errs, t.err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// start hands op to a background goroutine; its result comes back to the loop.
+func (c *Controller) start(ctx context.Context, op *bindOp) {
+	c.inflight[op.key] = op
+	c.binds.Add(1)
+	go func() {
+		defer c.binds.Done()
+		c.execute(ctx, op)
+		select {
+		case c.results <- op:
+		case <-ctx.Done():
+		}
+	}()
+}
+
+func (c *Controller) slot(ctx context.Context) bool {
+	select {
+	case c.apiSlots <- struct{}{}:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+func (c *Controller) release() { <-c.apiSlots }
+
+// execute makes the API calls of one operation: the hostfile ConfigMap and the Service first,
+// then every pod in parallel (create or annotate, then bind).
+func (c *Controller) execute(ctx context.Context, op *bindOp) {
+	if op.configMap != nil {
+		if err := c.applyConfigMap(ctx, op.configMap); err != nil {
+			op.setupErr = err
+			return
+		}
+	}
+	if op.service != nil {
+		_, err := c.kube.CoreV1().Services(op.service.Namespace).Create(ctx, op.service, metav1.CreateOptions{})
+		if err != nil && !apierrors.IsAlreadyExists(err) {
+			op.setupErr = fmt.Errorf("create Service %s/%s: %w", op.service.Namespace, op.service.Name, err)
+			return
+		}
+	}
+	// Workers first; the launcher (which runs mpirun) only once every worker is bound.
+	c.bindAll(ctx, op.targets, func(t *target) bool { return t.role != v1alpha1.RoleLauncher })
+	if op.failed() == nil {
+		c.bindAll(ctx, op.targets, func(t *target) bool { return t.role == v1alpha1.RoleLauncher })
+	}
+}
+
+func (c *Controller) bindAll(ctx context.Context, targets []*target, which func(*target) bool) {
+	var wg sync.WaitGroup
+	for _, t := range targets {
+		if !which(t) {
+			continue
+		}
+		if !c.slot(ctx) {
+			t.err = ctx.Err()
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer c.release()
+			t.err = c.bindOne(ctx, t)
+		}()
+	}
+	wg.Wait()
+}
+
+// bindOne creates or annotates one pod and binds it. The placer writes the NUMA node
+// annotation on every pod it binds (and removes it from a shared one), so the node agent can
+// trust it.
+func (c *Controller) bindOne(ctx context.Context, t *target) error {
+	pods := c.kube.CoreV1().Pods(t.pod.Namespace)
+	p := t.pod
+	if t.create {
+		created, err := pods.Create(ctx, p, metav1.CreateOptions{})
+		if err != nil {
+			return fmt.Errorf("create pod %s/%s: %w", p.Namespace, p.Name, err)
+		}
+		p = created
+		if t.node == "" {
+			return nil
+		}
+	} else if patch := numaPatch(p, t.numa); patch != nil {
+		if _, err := pods.Patch(ctx, p.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+			return fmt.Errorf("annotate pod %s/%s with its NUMA node: %w", p.Namespace, p.Name, err)
+		}
+	}
+	b := &corev1.Binding{
+		ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: p.Name, UID: p.UID},
+		Target:     corev1.ObjectReference{Kind: "Node", Name: t.node},
+	}
+	if err := pods.Bind(ctx, b, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("bind pod %s/%s to node %s: %w", p.Namespace, p.Name, t.node, err)
+	}
+	return nil
+}
+
+// numaPatch is the merge patch that makes a pod's NUMA annotation say numa (removes it for -1),
+// or nil when it already does.
+func numaPatch(p *corev1.Pod, numa int) []byte {
+	cur, has := p.Annotations[v1alpha1.AnnotationNUMANode]
+	var value any
+	switch {
+	case numa >= 0 && (!has || cur != strconv.Itoa(numa)):
+		value = strconv.Itoa(numa)
+	case numa < 0 && has:
+		value = nil
+	default:
+		return nil
+	}
+	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{v1alpha1.AnnotationNUMANode: value}}})
+	return patch
+}
+
+func (c *Controller) applyConfigMap(ctx context.Context, cm *corev1.ConfigMap) error {
+	cms := c.kube.CoreV1().ConfigMaps(cm.Namespace)
+	_, err := cms.Create(ctx, cm, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		patch, _ := json.Marshal(map[string]any{"data": cm.Data})
+		_, err = cms.Patch(ctx, cm.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+	}
+	if err != nil {
+		return fmt.Errorf("write hostfile ConfigMap %s/%s: %w", cm.Namespace, cm.Name, err)
+	}
+	return nil
+}
+
+// deletePods removes pods in the background: workers of a finished or shrinking job (with
+// their grace period, grace nil) or pods of an attempt being rolled back (grace 0: they never
+// ran their workload, and their names must be free for the next attempt).
+func (c *Controller) deletePods(ctx context.Context, pods []*corev1.Pod, grace *int64) {
+	for _, p := range pods {
+		c.binds.Add(1)
+		go func() {
+			defer c.binds.Done()
+			if !c.slot(ctx) {
+				return
+			}
+			defer c.release()
+			err := c.kube.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: grace})
+			if err != nil && !apierrors.IsNotFound(err) {
+				c.log.Warn("delete pod failed", "pod", podKey(p), "err", err)
+			}
+		}()
+	}
+}

@@ -1,0 +1,326 @@
+// Package controller owns the placer's control loop: it watches HPCJobs, pods, nodes and
+// NodeResourceTopology objects through informers, keeps the gang queue, plans one gang at a
+// time on a snapshot of the cluster (hpcjob and plan do the thinking), binds every pod of an
+// accepted plan through the pods/binding subresource after writing the chosen NUMA node into
+// its finegrain.dev/numa-node annotation, and reports job status, events and metrics. Elastic
+// jobs are expanded when room appears and shrunk for higher-priority gangs.
+//
+// One goroutine (the loop) owns the queue, the assumptions and every HPCJob status write;
+// informer handlers only mark keys dirty, and binding runs in background goroutines that report
+// back to the loop. It must not choose CPUs (the node agent does) or touch any pod that does
+// not name the placer as its scheduler, except the pods it creates for HPCJobs.
+package controller
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+
+	"github.com/finegrain-dev/finegrain/pkg/apis/finegrain/v1alpha1"
+	"github.com/finegrain-dev/finegrain/pkg/placer/plan"
+	"github.com/finegrain-dev/finegrain/pkg/placer/queue"
+	"github.com/finegrain-dev/finegrain/pkg/placer/snapshot"
+)
+
+// NRTResource addresses NodeResourceTopology objects.
+var NRTResource = schema.GroupVersionResource{Group: "topology.node.k8s.io", Version: "v1alpha2", Resource: "noderesourcetopologies"}
+
+// Options tune the controller.
+type Options struct {
+	// SchedulerName is the schedulerName of the pods the placer binds.
+	SchedulerName string
+	// Parallelism bounds concurrent API calls while binding.
+	Parallelism int
+	// GangTimeout is the timeout of plain pod gangs (HPCJobs give their own).
+	GangTimeout time.Duration
+	// InitialBackoff, MaxBackoff and ChangeDelay tune the queue's back-off (see queue.Options).
+	InitialBackoff, MaxBackoff, ChangeDelay time.Duration
+	// SnapshotTTL is how long one snapshot serves consecutive gangs before it is rebuilt from
+	// the informers (placements made on it are recorded on it meanwhile).
+	SnapshotTTL time.Duration
+	// AssumeTTL is how long a bound pod the informer never shows is still assumed.
+	AssumeTTL time.Duration
+	// ResyncPeriod is the informers' resync period; every job is re-examined that often.
+	ResyncPeriod time.Duration
+}
+
+// DefaultOptions are the flags' defaults.
+func DefaultOptions() Options {
+	return Options{
+		SchedulerName:  v1alpha1.DefaultSchedulerName,
+		Parallelism:    16,
+		GangTimeout:    5 * time.Minute,
+		InitialBackoff: time.Second,
+		MaxBackoff:     time.Minute,
+		ChangeDelay:    200 * time.Millisecond,
+		SnapshotTTL:    100 * time.Millisecond,
+		AssumeTTL:      30 * time.Second,
+		ResyncPeriod:   5 * time.Minute,
+	}
+}
+
+// Controller is the placer's control loop.
+type Controller struct {
+	opts     Options
+	log      *slog.Logger
+	kube     kubernetes.Interface
+	dyn      dynamic.Interface
+	recorder record.EventRecorder
+	metrics  *Metrics
+
+	kubeInformers informers.SharedInformerFactory
+	dynInformers  dynamicinformer.DynamicSharedInformerFactory
+	pods          corelisters.PodLister
+	podIndex      cache.Indexer
+	nodes         corelisters.NodeLister
+	nrts          cache.GenericLister
+	jobs          cache.GenericLister
+	synced        []cache.InformerSynced
+
+	// Written by informer handlers, read by the loop.
+	mu         sync.Mutex
+	dirtyJobs  map[string]bool
+	dirtyGangs map[string]bool
+	changed    bool
+	wake       chan struct{}
+
+	// Owned by the loop.
+	queue      *queue.Queue
+	assumed    *assumptions
+	snap       *snapshot.Snapshot
+	snapAt     time.Time
+	inflight   map[string]*bindOp
+	results    chan *bindOp
+	jobStatus  map[string]*v1alpha1.HPCJobStatus
+	lastReason map[string]string
+	apiSlots   chan struct{}
+	binds      sync.WaitGroup
+}
+
+// gangIndex indexes pods the placer schedules by their gang key.
+const gangIndex = "finegrain.dev/gang"
+
+// New wires a controller to its clients. reg receives the metrics.
+func New(kube kubernetes.Interface, dyn dynamic.Interface, recorder record.EventRecorder, reg prometheus.Registerer, log *slog.Logger, opts Options) (*Controller, error) {
+	c := &Controller{
+		opts: opts, log: log, kube: kube, dyn: dyn, recorder: recorder, metrics: NewMetrics(reg),
+		dirtyJobs:  map[string]bool{},
+		dirtyGangs: map[string]bool{},
+		wake:       make(chan struct{}, 1),
+		queue: queue.New(queue.Options{
+			InitialBackoff: opts.InitialBackoff, MaxBackoff: opts.MaxBackoff, ChangeDelay: opts.ChangeDelay,
+		}),
+		assumed:    newAssumptions(opts.AssumeTTL),
+		inflight:   map[string]*bindOp{},
+		results:    make(chan *bindOp, 64),
+		jobStatus:  map[string]*v1alpha1.HPCJobStatus{},
+		lastReason: map[string]string{},
+		apiSlots:   make(chan struct{}, max(opts.Parallelism, 1)),
+	}
+	c.kubeInformers = informers.NewSharedInformerFactory(kube, opts.ResyncPeriod)
+	c.dynInformers = dynamicinformer.NewDynamicSharedInformerFactory(dyn, opts.ResyncPeriod)
+
+	podInf := c.kubeInformers.Core().V1().Pods()
+	if err := podInf.Informer().SetTransform(stripManagedFields); err != nil {
+		return nil, fmt.Errorf("set up the pod informer: %w", err)
+	}
+	if err := podInf.Informer().AddIndexers(cache.Indexers{gangIndex: c.gangIndexFunc}); err != nil {
+		return nil, fmt.Errorf("set up the pod informer: %w", err)
+	}
+	c.pods, c.podIndex = podInf.Lister(), podInf.Informer().GetIndexer()
+	c.nodes = c.kubeInformers.Core().V1().Nodes().Lister()
+	nrtInf := c.dynInformers.ForResource(NRTResource)
+	jobInf := c.dynInformers.ForResource(v1alpha1.GroupVersionResource)
+	c.nrts, c.jobs = nrtInf.Lister(), jobInf.Lister()
+
+	_, _ = podInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(o any) { c.onPod(o, false) },
+		UpdateFunc: func(_, o any) { c.onPod(o, false) },
+		DeleteFunc: func(o any) { c.onPod(o, true) },
+	})
+	changed := cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { c.markChanged() },
+		UpdateFunc: func(any, any) { c.markChanged() },
+		DeleteFunc: func(any) { c.markChanged() },
+	}
+	_, _ = c.kubeInformers.Core().V1().Nodes().Informer().AddEventHandler(changed)
+	_, _ = nrtInf.Informer().AddEventHandler(changed)
+	_, _ = jobInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    c.onJob,
+		UpdateFunc: func(_, o any) { c.onJob(o) },
+		DeleteFunc: c.onJob,
+	})
+	c.synced = []cache.InformerSynced{
+		podInf.Informer().HasSynced, c.kubeInformers.Core().V1().Nodes().Informer().HasSynced,
+		nrtInf.Informer().HasSynced, jobInf.Informer().HasSynced,
+	}
+	return c, nil
+}
+
+// stripManagedFields keeps managed fields out of the pod cache (they are most of a pod's
+// size). It returns a shallow copy rather than editing the object, which the informer's source
+// may share.
+func stripManagedFields(obj any) (any, error) {
+	if p, ok := obj.(*corev1.Pod); ok && len(p.ManagedFields) > 0 {
+		stripped := *p
+		stripped.ManagedFields = nil
+		return &stripped, nil
+	}
+	return obj, nil
+}
+
+// gangKeyOf returns the gang a pod the placer schedules belongs to: its pod group, or itself.
+// Pods of HPCJobs are the job's business and belong to no plain gang.
+func (c *Controller) gangKeyOf(p *corev1.Pod) (string, bool) {
+	if p.Spec.SchedulerName != c.opts.SchedulerName || p.Labels[v1alpha1.LabelJob] != "" {
+		return "", false
+	}
+	if g := p.Labels[v1alpha1.LabelPodGroup]; g != "" {
+		return snapshot.PodGroupKey(p.Namespace, g), true
+	}
+	return plan.PodKey(p.Namespace, p.Name), true
+}
+
+func (c *Controller) gangIndexFunc(obj any) ([]string, error) {
+	p, ok := obj.(*corev1.Pod)
+	if !ok {
+		return nil, nil
+	}
+	if k, ok := c.gangKeyOf(p); ok {
+		return []string{k}, nil
+	}
+	return nil, nil
+}
+
+func (c *Controller) signal() {
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (c *Controller) markChanged() {
+	c.mu.Lock()
+	c.changed = true
+	c.mu.Unlock()
+	c.signal()
+}
+
+func (c *Controller) onPod(obj any, deleted bool) {
+	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
+	p, ok := obj.(*corev1.Pod)
+	if !ok {
+		return
+	}
+	c.mu.Lock()
+	if job := p.Labels[v1alpha1.LabelJob]; job != "" {
+		c.dirtyJobs[p.Namespace+"/"+job] = true
+	}
+	if k, ok := c.gangKeyOf(p); ok {
+		c.dirtyGangs[k] = true
+	}
+	if deleted || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+		c.changed = true
+	}
+	c.mu.Unlock()
+	c.signal()
+}
+
+func (c *Controller) onJob(obj any) {
+	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return
+	}
+	c.mu.Lock()
+	c.dirtyJobs[u.GetNamespace()+"/"+u.GetName()] = true
+	c.mu.Unlock()
+	c.signal()
+}
+
+// Run starts the informers and runs the loop until ctx ends; it waits for bindings in flight
+// before it returns.
+func (c *Controller) Run(ctx context.Context) error {
+	c.kubeInformers.Start(ctx.Done())
+	c.dynInformers.Start(ctx.Done())
+	if !cache.WaitForCacheSync(ctx.Done(), c.synced...) {
+		return ctx.Err()
+	}
+	c.log.Info("placer caches synced", "scheduler", c.opts.SchedulerName)
+	defer c.binds.Wait()
+	for {
+		c.drain(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if c.scheduleOne(ctx) {
+			continue
+		}
+		c.metrics.QueueLength.Set(float64(c.queue.Len()))
+		c.metrics.Assumed.Set(float64(len(c.assumed.pods)))
+		c.wait(ctx)
+	}
+}
+
+// wait sleeps until something happens: an informer event, a finished binding, or the next
+// back-off expiring.
+func (c *Controller) wait(ctx context.Context) {
+	var timer <-chan time.Time
+	if at, ok := c.queue.WakeAt(); ok {
+		t := time.NewTimer(max(time.Until(at), time.Millisecond))
+		defer t.Stop()
+		timer = t.C
+	}
+	select {
+	case <-ctx.Done():
+	case <-c.wake:
+	case op := <-c.results:
+		c.finish(ctx, op)
+	case <-timer:
+	}
+}
+
+// drain handles finished bindings and everything the informers marked dirty.
+func (c *Controller) drain(ctx context.Context) {
+	for {
+		select {
+		case op := <-c.results:
+			c.finish(ctx, op)
+			continue
+		default:
+		}
+		break
+	}
+	c.mu.Lock()
+	jobs, gangs, changed := c.dirtyJobs, c.dirtyGangs, c.changed
+	c.dirtyJobs, c.dirtyGangs, c.changed = map[string]bool{}, map[string]bool{}, false
+	c.mu.Unlock()
+	if changed {
+		c.queue.Changed()
+		c.snap = nil
+	}
+	for k := range jobs {
+		c.syncJob(ctx, k)
+	}
+	for k := range gangs {
+		c.syncGang(k)
+	}
+}

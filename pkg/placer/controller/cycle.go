@@ -1,0 +1,201 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/finegrain-dev/finegrain/pkg/apis/finegrain/v1alpha1"
+	"github.com/finegrain-dev/finegrain/pkg/placer/plan"
+	"github.com/finegrain-dev/finegrain/pkg/placer/queue"
+	"github.com/finegrain-dev/finegrain/pkg/placer/snapshot"
+)
+
+// scheduleOne tries the first ready gang; it reports whether there was one.
+func (c *Controller) scheduleOne(ctx context.Context) bool {
+	now := time.Now()
+	e, ok := c.queue.Next(now)
+	if !ok {
+		return false
+	}
+	switch {
+	case strings.HasPrefix(e.Key, expandPrefix):
+		c.attemptExpand(ctx, e, now)
+	case strings.HasPrefix(e.Key, "HPCJob "):
+		c.attemptJob(ctx, e, now)
+	default:
+		c.attemptGang(ctx, e, now)
+	}
+	return true
+}
+
+// snapshot returns the cluster as the informers and the assumptions show it, reusing the last
+// one for SnapshotTTL (placements made since are recorded on it).
+func (c *Controller) snapshot(now time.Time) *snapshot.Snapshot {
+	if c.snap != nil && now.Sub(c.snapAt) < c.opts.SnapshotTTL {
+		return c.snap
+	}
+	c.snap, c.snapAt = snapshot.Build(c.input(now, nil)), now
+	return c.snap
+}
+
+// input gathers the snapshot's objects; gone pods are treated as deleted.
+func (c *Controller) input(now time.Time, gone map[string]bool) snapshot.Input {
+	nodes, _ := c.nodes.List(labels.Everything())
+	objs, _ := c.nrts.List(labels.Everything())
+	pods, _ := c.pods.List(labels.Everything())
+	in := snapshot.Input{Nodes: nodes, Pods: c.assumed.overlay(pods, now), Gone: gone}
+	for _, o := range objs {
+		if u, ok := o.(*unstructured.Unstructured); ok {
+			in.Topologies = append(in.Topologies, u)
+		}
+	}
+	return in
+}
+
+// failureReason is the metrics label of a failed plan.
+func failureReason(err error) string {
+	var fe *plan.FitError
+	if errors.As(err, &fe) {
+		return string(fe.Kind())
+	}
+	return "error"
+}
+
+// gangFailed backs a gang off, reports why it does not fit (on the job's status, or as an
+// event on its pending pods) only when the reason changes, reports its timeout once, and sees
+// whether shrinking lower-priority elastic jobs would let it fit. u is nil for plain pods.
+func (c *Controller) gangFailed(ctx context.Context, e *queue.Entry, u *unstructured.Unstructured, st *v1alpha1.HPCJobStatus,
+	err error, now time.Time, replan func(*snapshot.Snapshot) error, pods ...*corev1.Pod) {
+	timedOut := c.queue.Failed(e.Key, now)
+	c.metrics.GangFailures.WithLabelValues(failureReason(err)).Inc()
+	msg := err.Error()
+	reason := ReasonUnschedulable
+	if e.TimedOut {
+		reason = ReasonGangTimeout
+	}
+	if timedOut {
+		c.metrics.GangFailures.WithLabelValues("timeout").Inc()
+		c.log.Info("gang timed out", "gang", e.Key, "waited", now.Sub(e.Created).Round(time.Second), "err", msg)
+	}
+	changed := c.lastReason[e.Key] != reason+msg
+	c.lastReason[e.Key] = reason + msg
+	if u != nil {
+		if setCondition(st, ConditionScheduled, metav1.ConditionFalse, reason, msg) {
+			c.writeStatus(ctx, u, st)
+		}
+		if changed {
+			c.event(u, true, reason, "%s", msg)
+		}
+	} else if changed {
+		for _, p := range pods {
+			c.event(p, true, reason, "%s", msg)
+		}
+	}
+	var fe *plan.FitError
+	if errors.As(err, &fe) {
+		c.tryShrink(ctx, e, replan, now)
+	}
+}
+
+// finish handles a binding that has ended.
+func (c *Controller) finish(ctx context.Context, op *bindOp) {
+	delete(c.inflight, op.key)
+	now := time.Now()
+	err := op.failed()
+	for _, t := range op.targets {
+		switch {
+		case t.node == "":
+		case t.err == nil && (err == nil || op.kind == opGang):
+			// Bound and kept (a failed HPCJob binding deletes every pod it created).
+			c.assumed.done(podKey(t.pod), now)
+		default:
+			c.assumed.forget(podKey(t.pod))
+		}
+	}
+	if err != nil {
+		c.bindFailed(ctx, op, err, now)
+		return
+	}
+	c.metrics.PlacementLatency.Observe(now.Sub(op.entry.Created).Seconds())
+	for _, t := range op.targets {
+		if t.node != "" {
+			c.metrics.BoundPods.WithLabelValues(t.role).Inc()
+		}
+	}
+	switch op.kind {
+	case opJob:
+		op.status.StartTime = &metav1.Time{Time: now}
+		c.writeStatus(ctx, op.jobObj, op.status)
+		c.event(op.jobObj, false, ReasonBound, "%s", conditionMessage(op.status, ConditionScheduled))
+		c.log.Info("HPCJob bound", "job", op.job.Namespace+"/"+op.job.Name, "workers", op.status.Workers,
+			"nodes", op.status.Nodes, "took", now.Sub(op.started).Round(time.Millisecond))
+	case opExpand:
+		c.writeStatus(ctx, op.jobObj, op.status)
+		c.event(op.jobObj, false, ReasonRescaled, "%s", conditionMessage(op.status, ConditionScheduled))
+		c.metrics.Rescales.WithLabelValues("expand").Inc()
+	case opGang:
+		for _, t := range op.targets {
+			numa := "the shared pool"
+			if t.numa >= 0 {
+				numa = "NUMA node " + itoa(t.numa)
+			}
+			c.event(t.pod, false, "Scheduled", "Successfully assigned %s/%s to %s (%s)", t.pod.Namespace, t.pod.Name, t.node, numa)
+		}
+		c.log.Info("gang bound", "gang", op.key, "pods", len(op.targets), "took", now.Sub(op.started).Round(time.Millisecond))
+	}
+	c.mu.Lock()
+	if op.job != nil {
+		c.dirtyJobs[op.job.Namespace+"/"+op.job.Name] = true
+	} else {
+		c.dirtyGangs[op.key] = true
+	}
+	c.mu.Unlock()
+}
+
+// bindFailed undoes what a failed binding created (an HPCJob never keeps half a gang: its pods
+// are deleted and it starts over) and backs the gang off. Plain pods that were bound stay bound
+// and count toward their gang's min-available; the rest wait for the next attempt.
+func (c *Controller) bindFailed(ctx context.Context, op *bindOp, err error, now time.Time) {
+	c.metrics.GangFailures.WithLabelValues("bind").Inc()
+	c.snap = nil
+	c.log.Warn("binding failed", "gang", op.key, "err", err)
+	if op.kind != opGang {
+		var created []*corev1.Pod
+		for _, t := range op.targets {
+			if t.create {
+				created = append(created, t.pod)
+			}
+		}
+		zero := int64(0)
+		c.deletePods(ctx, created, &zero)
+	}
+	switch op.kind {
+	case opJob:
+		c.queue.Add(op.key, queue.Gang, op.entry.Priority, op.entry.Created, op.entry.Timeout)
+		c.queue.Failed(op.key, now)
+		st := c.statusOf(op.job.Namespace+"/"+op.job.Name, op.job)
+		setCondition(st, ConditionScheduled, metav1.ConditionFalse, ReasonBindFailed, err.Error())
+		c.writeStatus(ctx, op.jobObj, st)
+		c.event(op.jobObj, true, ReasonBindFailed, "%v", err)
+	case opExpand:
+		c.queue.Add(op.key, queue.Expansion, op.entry.Priority, op.entry.Created, 0)
+		c.queue.Failed(op.key, now)
+		c.event(op.jobObj, true, ReasonBindFailed, "%v", err)
+	case opGang:
+		for _, t := range op.targets {
+			if t.err != nil {
+				c.event(t.pod, true, ReasonBindFailed, "%v", t.err)
+			}
+		}
+		c.mu.Lock()
+		c.dirtyGangs[op.key] = true
+		c.mu.Unlock()
+	}
+}

@@ -1,0 +1,358 @@
+package controller
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/finegrain-dev/finegrain/pkg/apis/finegrain/v1alpha1"
+	"github.com/finegrain-dev/finegrain/pkg/placer/hpcjob"
+	"github.com/finegrain-dev/finegrain/pkg/placer/plan"
+	"github.com/finegrain-dev/finegrain/pkg/placer/queue"
+	"github.com/finegrain-dev/finegrain/pkg/placer/snapshot"
+)
+
+// workerIndex reads the index from a worker pod's name (job-worker-<i>).
+func workerIndex(job string, p *corev1.Pod) int {
+	i, err := strconv.Atoi(strings.TrimPrefix(p.Name, job+"-worker-"))
+	if err != nil {
+		return -1
+	}
+	return i
+}
+
+func annotationInt(p *corev1.Pod, name string) int {
+	v, _ := strconv.Atoi(p.Annotations[name])
+	return v
+}
+
+// liveWorkers returns a job's worker pods that are not being deleted, by index.
+func (c *Controller) liveWorkers(job *v1alpha1.HPCJob, now time.Time) (live []*corev1.Pod, deleting int) {
+	for _, p := range c.jobPods(job.Namespace, job.Name, now) {
+		if p.Labels[v1alpha1.LabelRole] != v1alpha1.RoleWorker {
+			continue
+		}
+		if p.DeletionTimestamp != nil {
+			deleting++
+			continue
+		}
+		live = append(live, p)
+	}
+	slices.SortFunc(live, func(a, b *corev1.Pod) int { return cmp.Compare(workerIndex(job.Name, a), workerIndex(job.Name, b)) })
+	return live, deleting
+}
+
+// rescaleDue reports whether an elastic job's minimum gap since its last rescale has passed.
+func rescaleDue(job *v1alpha1.HPCJob, st *v1alpha1.HPCJobStatus, now time.Time) bool {
+	last := st.LastRescaleTime
+	if last == nil {
+		last = st.StartTime
+	}
+	return last == nil || !now.Before(last.Add(time.Duration(job.Spec.Elastic.RescaleGapSeconds)*time.Second))
+}
+
+// higherWaiting reports whether a gang of at least this priority waits in the queue: an
+// elastic job never grows into room such a gang needs.
+func (c *Controller) higherWaiting(prio int32) bool {
+	for _, k := range c.queue.Keys() {
+		if e, _ := c.queue.Get(k); e.Kind == queue.Gang && e.Priority >= prio {
+			return true
+		}
+	}
+	return false
+}
+
+// attemptExpand places the workers a running job still lacks (a gang started with
+// minAvailable) or, for an elastic job, as many new workers as fit up to maxReplicas.
+func (c *Controller) attemptExpand(ctx context.Context, e *queue.Entry, now time.Time) {
+	ns, name := splitKey(strings.TrimPrefix(e.Key, expandPrefix+"HPCJob "))
+	u, ok := c.jobObject(ns, name)
+	var job *v1alpha1.HPCJob
+	var err error
+	if ok {
+		job, err = decodeJob(u)
+	}
+	if !ok || err != nil || c.statusOf(ns+"/"+name, job).Phase != v1alpha1.PhaseRunning {
+		c.queue.Remove(e.Key)
+		return
+	}
+	st := c.statusOf(ns+"/"+name, job)
+	workers, deleting := c.liveWorkers(job, now)
+	el := job.Spec.Elastic
+	if deleting > 0 || (el != nil && (!rescaleDue(job, st, now) || c.higherWaiting(job.Spec.Priority))) {
+		c.queue.Failed(e.Key, now)
+		return
+	}
+	wc := plan.ConstraintsOf(&job.Spec.Worker.Spec)
+	base := &plan.Gang{Key: snapshot.HPCJobKey(ns, name), ExclusiveNodes: job.Spec.ExclusiveNodes, Policy: plan.LeastLoaded}
+	if job.Spec.Placement == v1alpha1.MostLoaded {
+		base.Policy = plan.MostLoaded
+	}
+	var waiting []*corev1.Pod
+	next := 0
+	for _, p := range workers {
+		base.Members = append(base.Members, plan.MemberFromPod(p, annotationInt(p, v1alpha1.AnnotationGroup), wc))
+		if p.Spec.NodeName == "" {
+			waiting = append(waiting, p)
+		}
+		next = max(next, workerIndex(name, p)+1)
+	}
+	bound := len(workers) - len(waiting)
+	snap := c.snapshot(now)
+	try := func(k int) (*plan.Gang, []*corev1.Pod, *plan.Result, error) {
+		g := *base
+		g.Members = slices.Clone(base.Members)
+		var fresh []*corev1.Pod
+		for i := range k {
+			w := c.newWorker(job, next+i)
+			pod := hpcjob.WorkerPod(job, w, c.opts.SchedulerName)
+			fresh = append(fresh, pod)
+			g.Members = append(g.Members, plan.MemberFromPod(pod, w.Group, wc))
+		}
+		for _, m := range g.Members {
+			g.Groups = max(g.Groups, m.Group+1)
+		}
+		if k == 0 {
+			g.MinAvailable = bound + 1
+		}
+		res, err := plan.Plan(snap, &g)
+		return &g, fresh, res, err
+	}
+	var g *plan.Gang
+	var fresh []*corev1.Pod
+	var res *plan.Result
+	if len(waiting) > 0 {
+		g, fresh, res, err = try(0)
+	} else if el != nil {
+		lo, hi := 0, int(el.MaxReplicas)-len(workers)
+		for lo < hi {
+			mid := lo + (hi-lo+1)/2
+			if mg, mf, mr, merr := try(mid); merr == nil {
+				g, fresh, res, lo = mg, mf, mr, mid
+			} else {
+				hi = mid - 1
+			}
+		}
+		if lo == 0 {
+			err = fmt.Errorf("no room for another worker")
+		}
+	}
+	if err != nil || res == nil {
+		c.queue.Failed(e.Key, now)
+		return
+	}
+	c.commitExpand(ctx, snap, e, u, job, st, g, res, workers, fresh, now)
+}
+
+// newWorker describes a new worker of an elastic job: Tasks/MaxReplicas tasks, its own task
+// group (spread) unless the job is network bound (one group, packed).
+func (c *Controller) newWorker(job *v1alpha1.HPCJob, index int) hpcjob.Worker {
+	group := index
+	if job.Spec.Profile == v1alpha1.ProfileNetwork {
+		group = 0
+	}
+	return hpcjob.NewWorker(job, index, int(job.Spec.Tasks/job.Spec.Elastic.MaxReplicas), group)
+}
+
+func (c *Controller) commitExpand(ctx context.Context, snap *snapshot.Snapshot, e *queue.Entry, u *unstructured.Unstructured,
+	job *v1alpha1.HPCJob, st *v1alpha1.HPCJobStatus, g *plan.Gang, res *plan.Result, workers, fresh []*corev1.Pod, now time.Time) {
+	op := &bindOp{key: e.Key, kind: opExpand, entry: *e, job: job, jobObj: u, started: now}
+	byName := map[string]*corev1.Pod{}
+	for _, p := range workers {
+		byName[p.Name] = p
+	}
+	for _, p := range fresh {
+		byName[p.Name] = p
+	}
+	isFresh := map[string]bool{}
+	for _, p := range fresh {
+		isFresh[p.Name] = true
+	}
+	for _, pl := range res.Placements {
+		m := &g.Members[pl.Member]
+		pod := byName[m.Name]
+		if isFresh[m.Name] {
+			pod.Annotations[v1alpha1.AnnotationNUMANode] = strconv.Itoa(pl.NUMA)
+		}
+		op.targets = append(op.targets, &target{pod: pod, create: isFresh[m.Name], node: pl.Node, numa: pl.NUMA, role: v1alpha1.RoleWorker})
+		st.Placements = append(st.Placements, v1alpha1.WorkerPlacement{Worker: m.Name, Tasks: int32(annotationInt(pod, v1alpha1.AnnotationTasks)),
+			Group: int32(m.Group), Node: pl.Node, NUMANode: int32(pl.NUMA)})
+	}
+	before := len(workers)
+	if len(fresh) > 0 {
+		all := append(slices.Clone(workers), fresh...)
+		var ws []hpcjob.Worker
+		for _, p := range all {
+			ws = append(ws, hpcjob.NewWorker(job, workerIndex(job.Name, p), annotationInt(p, v1alpha1.AnnotationTasks), annotationInt(p, v1alpha1.AnnotationGroup)))
+		}
+		op.configMap = hpcjob.HostfileConfigMap(job, ws)
+		st.Workers = int32(len(all))
+		st.LastRescaleTime = &metav1.Time{Time: now}
+	}
+	st.Nodes = int32(distinctNodes(st.Placements))
+	msg := fmt.Sprintf("placed %d more workers: %d of %d workers bound", len(res.Placements), len(st.Placements), st.Workers)
+	if len(fresh) > 0 {
+		msg = fmt.Sprintf("expanded from %d to %d workers", before, st.Workers)
+	}
+	setCondition(st, ConditionScheduled, metav1.ConditionTrue, ReasonRescaled, msg)
+	op.status = st
+	c.commit(ctx, snap, op)
+}
+
+func distinctNodes(ps []v1alpha1.WorkerPlacement) int {
+	seen := map[string]bool{}
+	for _, p := range ps {
+		seen[p.Node] = true
+	}
+	return len(seen)
+}
+
+// victim is a running elastic job that may give up workers.
+type victim struct {
+	u         *unstructured.Unstructured
+	job       *v1alpha1.HPCJob
+	st        *v1alpha1.HPCJobStatus
+	removable []*corev1.Pod // highest index first
+	workers   []*corev1.Pod
+}
+
+// tryShrink frees room for a gang that does not fit by shrinking running elastic jobs of lower
+// priority (lowest priority first, then the most recently started), never below their
+// minReplicas nor sooner than their rescale gap, and only by as many workers as the gang needs:
+// replan answers whether the gang fits once a set of pods is gone.
+func (c *Controller) tryShrink(ctx context.Context, e *queue.Entry, replan func(*snapshot.Snapshot) error, now time.Time) {
+	if replan == nil || e.Kind != queue.Gang {
+		return
+	}
+	victims := c.victims(e, now)
+	if len(victims) == 0 {
+		return
+	}
+	pods, _ := c.pods.List(labels.Everything())
+	gone := map[string]bool{}
+	for _, p := range pods {
+		if p.DeletionTimestamp != nil {
+			gone[podKey(p)] = true
+		}
+	}
+	fits := func(extra []*corev1.Pod) bool {
+		g := make(map[string]bool, len(gone)+len(extra))
+		for k := range gone {
+			g[k] = true
+		}
+		for _, p := range extra {
+			g[podKey(p)] = true
+		}
+		return replan(snapshot.Build(c.input(now, g))) == nil
+	}
+	var removal []*corev1.Pod
+	for _, v := range victims {
+		removal = append(removal, v.removable...)
+	}
+	if fits(nil) || !fits(removal) {
+		return
+	}
+	lo, hi := 1, len(removal)
+	for lo < hi {
+		mid := lo + (hi-lo)/2
+		if fits(removal[:mid]) {
+			hi = mid
+		} else {
+			lo = mid + 1
+		}
+	}
+	chosen := map[string]bool{}
+	for _, p := range removal[:lo] {
+		chosen[podKey(p)] = true
+	}
+	for _, v := range victims {
+		c.shrink(ctx, v, chosen, e, now)
+	}
+}
+
+func (c *Controller) victims(e *queue.Entry, now time.Time) []*victim {
+	objs, _ := c.jobs.List(labels.Everything())
+	var out []*victim
+	for _, o := range objs {
+		u, ok := o.(*unstructured.Unstructured)
+		if !ok {
+			continue
+		}
+		job, err := decodeJob(u)
+		if err != nil || job.Spec.Elastic == nil || job.Spec.Priority >= e.Priority {
+			continue
+		}
+		st := c.statusOf(u.GetNamespace()+"/"+u.GetName(), job)
+		if st.Phase != v1alpha1.PhaseRunning || !rescaleDue(job, st, now) {
+			continue
+		}
+		workers, deleting := c.liveWorkers(job, now)
+		extra := len(workers) - int(job.Spec.Elastic.MinReplicas)
+		if deleting > 0 || extra <= 0 {
+			continue
+		}
+		v := &victim{u: u, job: job, st: st, workers: workers}
+		for i := len(workers) - 1; i >= len(workers)-extra; i-- {
+			v.removable = append(v.removable, workers[i])
+		}
+		out = append(out, v)
+	}
+	slices.SortFunc(out, func(a, b *victim) int {
+		return cmp.Or(cmp.Compare(a.job.Spec.Priority, b.job.Spec.Priority), b.st.StartTime.Compare(a.st.StartTime.Time),
+			cmp.Compare(a.u.GetNamespace()+"/"+a.u.GetName(), b.u.GetNamespace()+"/"+b.u.GetName()))
+	})
+	return out
+}
+
+// shrink removes a victim's chosen workers, rewrites its hostfile and reports the rescale.
+func (c *Controller) shrink(ctx context.Context, v *victim, chosen map[string]bool, beneficiary *queue.Entry, now time.Time) {
+	var drop, keep []*corev1.Pod
+	for _, p := range v.workers {
+		if chosen[podKey(p)] {
+			drop = append(drop, p)
+		} else {
+			keep = append(keep, p)
+		}
+	}
+	if len(drop) == 0 {
+		return
+	}
+	job, st := v.job, v.st
+	var ws []hpcjob.Worker
+	for _, p := range keep {
+		ws = append(ws, hpcjob.NewWorker(job, workerIndex(job.Name, p), annotationInt(p, v1alpha1.AnnotationTasks), annotationInt(p, v1alpha1.AnnotationGroup)))
+	}
+	cm := hpcjob.HostfileConfigMap(job, ws)
+	c.binds.Add(1)
+	go func() {
+		defer c.binds.Done()
+		if err := c.applyConfigMap(ctx, cm); err != nil {
+			c.log.Warn("rewrite hostfile after shrink failed", "job", job.Namespace+"/"+job.Name, "err", err)
+		}
+	}()
+	c.deletePods(ctx, drop, nil)
+	dropped := map[string]bool{}
+	for _, p := range drop {
+		dropped[p.Name] = true
+	}
+	st.Placements = slices.DeleteFunc(st.Placements, func(p v1alpha1.WorkerPlacement) bool { return dropped[p.Worker] })
+	before := st.Workers
+	st.Workers = int32(len(keep))
+	st.Nodes = int32(distinctNodes(st.Placements))
+	st.LastRescaleTime = &metav1.Time{Time: now}
+	msg := fmt.Sprintf("shrunk from %d to %d workers so that %s (priority %d) fits", before, st.Workers, beneficiary.Key, beneficiary.Priority)
+	setCondition(st, ConditionScheduled, metav1.ConditionTrue, ReasonRescaled, msg)
+	c.writeStatus(ctx, v.u, st)
+	c.event(v.u, false, ReasonRescaled, "%s", msg)
+	c.metrics.Rescales.WithLabelValues("shrink").Inc()
+	c.log.Info("elastic job shrunk", "job", job.Namespace+"/"+job.Name, "from", before, "to", st.Workers, "for", beneficiary.Key)
+}

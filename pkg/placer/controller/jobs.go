@@ -1,0 +1,292 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/finegrain-dev/finegrain/pkg/apis/finegrain/v1alpha1"
+	"github.com/finegrain-dev/finegrain/pkg/placer/hpcjob"
+	"github.com/finegrain-dev/finegrain/pkg/placer/queue"
+	"github.com/finegrain-dev/finegrain/pkg/placer/snapshot"
+)
+
+// ConditionFinished is True once the launcher has ended.
+const ConditionFinished = "Finished"
+
+const expandPrefix = "expand "
+
+func splitKey(key string) (ns, name string) {
+	ns, name, _ = strings.Cut(key, "/")
+	return ns, name
+}
+
+// jobKeys returns the queue keys of a job: its gang and its expansion.
+func jobKeys(ns, name string) (gang, expand string) {
+	gang = snapshot.HPCJobKey(ns, name)
+	return gang, expandPrefix + gang
+}
+
+func (c *Controller) jobObject(ns, name string) (*unstructured.Unstructured, bool) {
+	o, err := c.jobs.ByNamespace(ns).Get(name)
+	if err != nil {
+		return nil, false
+	}
+	u, ok := o.(*unstructured.Unstructured)
+	return u, ok
+}
+
+// jobPods lists the pods the placer made for a job, assumed ones included.
+func (c *Controller) jobPods(ns, name string, now time.Time) []*corev1.Pod {
+	sel := labels.SelectorFromSet(labels.Set{v1alpha1.LabelJob: name})
+	pods, _ := c.pods.Pods(ns).List(sel)
+	var out []*corev1.Pod
+	for _, p := range c.assumed.overlay(pods, now) {
+		if p.Namespace == ns && p.Labels[v1alpha1.LabelJob] == name {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// syncJob brings one job's queue entries and status in line with the cluster.
+func (c *Controller) syncJob(ctx context.Context, key string) {
+	ns, name := splitKey(key)
+	gangKey, expandKey := jobKeys(ns, name)
+	u, ok := c.jobObject(ns, name)
+	if !ok {
+		c.queue.Remove(gangKey)
+		c.queue.Remove(expandKey)
+		delete(c.jobStatus, key)
+		delete(c.lastReason, gangKey)
+		return
+	}
+	job, err := decodeJob(u)
+	st := c.statusOf(key, job)
+	if err != nil {
+		c.queue.Remove(gangKey)
+		c.queue.Remove(expandKey)
+		c.markInvalid(ctx, u, st, err)
+		return
+	}
+	switch st.Phase {
+	case "", v1alpha1.PhasePending:
+		if st.Phase == "" {
+			st.Phase = v1alpha1.PhasePending
+			st.SubmitTime = ptrTime(u.GetCreationTimestamp())
+			setCondition(st, ConditionValid, metav1.ConditionTrue, ReasonValid, "the spec is valid")
+			setCondition(st, ConditionScheduled, metav1.ConditionFalse, ReasonUnschedulable, "waiting to be placed")
+			c.writeStatus(ctx, u, st)
+		}
+		if _, busy := c.inflight[gangKey]; !busy {
+			c.queue.Add(gangKey, queue.Gang, job.Spec.Priority, u.GetCreationTimestamp().Time,
+				time.Duration(job.Spec.Gang.TimeoutSeconds)*time.Second)
+		}
+	case v1alpha1.PhaseRunning:
+		c.syncRunning(ctx, u, job, st)
+	default:
+		c.queue.Remove(gangKey)
+		c.queue.Remove(expandKey)
+		c.deleteWorkers(ctx, ns, name)
+	}
+}
+
+func ptrTime(t metav1.Time) *metav1.Time { return &t }
+
+func (c *Controller) markInvalid(ctx context.Context, u *unstructured.Unstructured, st *v1alpha1.HPCJobStatus, err error) {
+	if st.Phase == v1alpha1.PhaseFailed && meta.IsStatusConditionFalse(st.Conditions, ConditionValid) {
+		return
+	}
+	st.Phase = v1alpha1.PhaseFailed
+	if st.SubmitTime == nil {
+		st.SubmitTime = ptrTime(u.GetCreationTimestamp())
+	}
+	setCondition(st, ConditionValid, metav1.ConditionFalse, ReasonInvalidSpec, err.Error())
+	c.writeStatus(ctx, u, st)
+	c.event(u, true, ReasonInvalidSpec, "%v", err)
+	c.metrics.GangFailures.WithLabelValues("invalid").Inc()
+	c.log.Info("HPCJob invalid", "job", u.GetNamespace()+"/"+u.GetName(), "err", err)
+}
+
+// syncRunning follows a running job's launcher to the job's end, and queues the job's
+// expansion while it has workers left to place or room to grow.
+func (c *Controller) syncRunning(ctx context.Context, u *unstructured.Unstructured, job *v1alpha1.HPCJob, st *v1alpha1.HPCJobStatus) {
+	ns, name := job.Namespace, job.Name
+	gangKey, expandKey := jobKeys(ns, name)
+	c.queue.Remove(gangKey)
+	launcherName := v1alpha1.LauncherName(name)
+	launcher, err := c.pods.Pods(ns).Get(launcherName)
+	switch {
+	case apierrors.IsNotFound(err):
+		if c.assumed.has(ns+"/"+launcherName) || c.inflight[gangKey] != nil {
+			return
+		}
+		c.finishJob(ctx, u, st, v1alpha1.PhaseFailed, ReasonLauncherGone, "the launcher pod was deleted")
+		return
+	case err != nil:
+		return
+	case launcher.Status.Phase == corev1.PodSucceeded:
+		c.finishJob(ctx, u, st, v1alpha1.PhaseSucceeded, ReasonCompleted, "the launcher exited 0")
+		return
+	case launcher.Status.Phase == corev1.PodFailed:
+		c.finishJob(ctx, u, st, v1alpha1.PhaseFailed, ReasonLauncherFail, "the launcher failed: "+launcherFailure(launcher))
+		return
+	}
+	if c.inflight[expandKey] != nil {
+		return
+	}
+	grow := len(st.Placements) < int(st.Workers)
+	if e := job.Spec.Elastic; e != nil && st.Workers < e.MaxReplicas {
+		grow = true
+	}
+	if grow {
+		c.queue.Add(expandKey, queue.Expansion, job.Spec.Priority, st.StartTime.Time, 0)
+	} else {
+		c.queue.Remove(expandKey)
+	}
+}
+
+func launcherFailure(p *corev1.Pod) string {
+	for _, s := range p.Status.ContainerStatuses {
+		if t := s.State.Terminated; t != nil && t.ExitCode != 0 {
+			return fmt.Sprintf("container %s exited %d (%s)", s.Name, t.ExitCode, t.Reason)
+		}
+	}
+	if p.Status.Message != "" {
+		return p.Status.Message
+	}
+	return "pod phase Failed"
+}
+
+// finishJob records the end of a job and removes its workers (the launcher stays for its logs).
+func (c *Controller) finishJob(ctx context.Context, u *unstructured.Unstructured, st *v1alpha1.HPCJobStatus, phase v1alpha1.Phase, reason, msg string) {
+	now := metav1.Now()
+	st.Phase = phase
+	st.CompletionTime = &now
+	setCondition(st, ConditionFinished, metav1.ConditionTrue, reason, msg)
+	c.writeStatus(ctx, u, st)
+	c.event(u, phase == v1alpha1.PhaseFailed, reason, "%s", msg)
+	_, expandKey := jobKeys(u.GetNamespace(), u.GetName())
+	c.queue.Remove(expandKey)
+	c.deleteWorkers(ctx, u.GetNamespace(), u.GetName())
+	c.log.Info("HPCJob finished", "job", u.GetNamespace()+"/"+u.GetName(), "phase", phase, "reason", reason)
+}
+
+func (c *Controller) deleteWorkers(ctx context.Context, ns, name string) {
+	var workers []*corev1.Pod
+	for _, p := range c.jobPods(ns, name, time.Now()) {
+		if p.Labels[v1alpha1.LabelRole] == v1alpha1.RoleWorker && p.DeletionTimestamp == nil {
+			workers = append(workers, p)
+		}
+	}
+	c.deletePods(ctx, workers, nil)
+}
+
+// attemptJob plans a pending job and, when it fits, starts binding it.
+func (c *Controller) attemptJob(ctx context.Context, e *queue.Entry, now time.Time) {
+	ns, name := splitKey(strings.TrimPrefix(e.Key, "HPCJob "))
+	u, ok := c.jobObject(ns, name)
+	if !ok {
+		c.queue.Remove(e.Key)
+		return
+	}
+	job, err := decodeJob(u)
+	st := c.statusOf(ns+"/"+name, job)
+	if err != nil || (st.Phase != "" && st.Phase != v1alpha1.PhasePending) {
+		c.queue.Remove(e.Key)
+		c.mu.Lock()
+		c.dirtyJobs[ns+"/"+name] = true
+		c.mu.Unlock()
+		return
+	}
+	if left := c.jobPods(ns, name, now); len(left) > 0 {
+		// Pods of an interrupted attempt (the placer restarted mid-binding): remove them and
+		// start over, never keep half a gang.
+		var live []*corev1.Pod
+		for _, p := range left {
+			if p.DeletionTimestamp == nil {
+				live = append(live, p)
+			}
+		}
+		zero := int64(0)
+		c.deletePods(ctx, live, &zero)
+		c.queue.Failed(e.Key, now)
+		c.log.Info("removing pods of an interrupted placement", "job", ns+"/"+name, "pods", len(left))
+		return
+	}
+	snap := c.snapshot(now)
+	t0 := time.Now()
+	jp, err := hpcjob.PlanJob(snap, job, c.opts.SchedulerName)
+	c.metrics.PlanDuration.Observe(time.Since(t0).Seconds())
+	if err != nil {
+		c.gangFailed(ctx, e, u, st, err, now, func(s *snapshot.Snapshot) error {
+			_, err := hpcjob.PlanJob(s, job, c.opts.SchedulerName)
+			return err
+		})
+		return
+	}
+	op := &bindOp{key: e.Key, kind: opJob, entry: *e, job: job, jobObj: u, started: now, note: jp.Note,
+		configMap: hpcjob.HostfileConfigMap(job, jp.Workers), service: hpcjob.Service(job)}
+	placed := map[int]bool{}
+	for _, pl := range jp.Result.Placements {
+		placed[pl.Member] = true
+		pod := jp.Pods[pl.Member]
+		pod.Annotations[v1alpha1.AnnotationNUMANode] = strconv.Itoa(pl.NUMA)
+		op.targets = append(op.targets, &target{pod: pod, create: true, node: pl.Node, numa: pl.NUMA, role: v1alpha1.RoleWorker})
+	}
+	for i, pod := range jp.Pods {
+		if !placed[i] {
+			op.targets = append(op.targets, &target{pod: pod, create: true, numa: -1, role: v1alpha1.RoleWorker})
+		}
+	}
+	op.targets = append(op.targets, &target{pod: jp.Launcher, create: true, node: jp.Result.Launcher.Node, numa: -1, role: v1alpha1.RoleLauncher})
+	st.Phase = v1alpha1.PhaseRunning
+	st.Nodes, st.Workers, st.Groups = int32(jp.Choice.Nodes), int32(jp.Choice.Workers), int32(jp.Choice.Groups)
+	st.Placements = nil
+	for _, pl := range jp.Result.Placements {
+		w := jp.Workers[pl.Member]
+		st.Placements = append(st.Placements, v1alpha1.WorkerPlacement{
+			Worker: w.Name, Tasks: int32(w.Tasks), Group: int32(w.Group), Node: pl.Node, NUMANode: int32(pl.NUMA)})
+	}
+	msg := fmt.Sprintf("bound %d of %d workers on %d nodes", len(jp.Result.Placements), len(jp.Workers), jp.Result.NodesUsed)
+	if jp.Note != "" {
+		msg += "; " + jp.Note
+	}
+	setCondition(st, ConditionScheduled, metav1.ConditionTrue, ReasonBound, msg)
+	op.status = st
+	c.commit(ctx, snap, op)
+}
+
+// commit records an accepted plan as assumptions (on the snapshot and for the next ones) and
+// starts binding it.
+func (c *Controller) commit(ctx context.Context, snap *snapshot.Snapshot, op *bindOp) {
+	for _, t := range op.targets {
+		if t.node == "" {
+			continue
+		}
+		p := t.pod.DeepCopy()
+		p.Spec.NodeName = t.node
+		if t.numa >= 0 {
+			if p.Annotations == nil {
+				p.Annotations = map[string]string{}
+			}
+			p.Annotations[v1alpha1.AnnotationNUMANode] = strconv.Itoa(t.numa)
+		}
+		c.assumed.add(p)
+		if err := snap.Reserve(p); err != nil {
+			c.log.Warn("reserve on snapshot failed", "pod", podKey(p), "err", err)
+		}
+	}
+	c.queue.Remove(op.key)
+	delete(c.lastReason, op.key)
+	c.start(ctx, op)
+}

@@ -1,0 +1,121 @@
+package controller
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/finegrain-dev/finegrain/pkg/apis/finegrain/v1alpha1"
+)
+
+// Condition types and reasons of HPCJob status.
+const (
+	// ConditionValid is False with reason InvalidSpec when the spec cannot run as written.
+	ConditionValid = "Valid"
+	// ConditionScheduled is True once the gang is bound, False with a reason while it waits.
+	ConditionScheduled = "Scheduled"
+
+	ReasonValid         = "Valid"
+	ReasonInvalidSpec   = "InvalidSpec"
+	ReasonUnschedulable = "Unschedulable"
+	ReasonGangTimeout   = "GangTimeout"
+	ReasonBindFailed    = "BindFailed"
+	ReasonBound         = "GangBound"
+	ReasonRescaled      = "Rescaled"
+	ReasonCompleted     = "LauncherSucceeded"
+	ReasonLauncherFail  = "LauncherFailed"
+	ReasonLauncherGone  = "LauncherDeleted"
+)
+
+// fieldManager names the placer in managed fields.
+const fieldManager = "finegrain-placer"
+
+// decodeJob reads an HPCJob from the informer strictly, exactly as `placer plan` reads a file,
+// so a spec the dry run rejects is rejected here with the same message. The returned job is
+// nil only when the object cannot be read at all.
+func decodeJob(u *unstructured.Unstructured) (*v1alpha1.HPCJob, error) {
+	data, err := json.Marshal(u.Object)
+	if err != nil {
+		return nil, fmt.Errorf("encode HPCJob %s/%s: %w", u.GetNamespace(), u.GetName(), err)
+	}
+	return v1alpha1.Decode(data, u.GetNamespace()+"/"+u.GetName())
+}
+
+// statusOf is the job's status as last written by this placer, else as the informer has it.
+func (c *Controller) statusOf(key string, job *v1alpha1.HPCJob) *v1alpha1.HPCJobStatus {
+	if st, ok := c.jobStatus[key]; ok {
+		return st.DeepCopy()
+	}
+	if job == nil {
+		return &v1alpha1.HPCJobStatus{}
+	}
+	return job.Status.DeepCopy()
+}
+
+// writeStatus patches the job's status subresource and remembers what it wrote (the informer
+// may show an older status for a while).
+func (c *Controller) writeStatus(ctx context.Context, u *unstructured.Unstructured, st *v1alpha1.HPCJobStatus) {
+	key := u.GetNamespace() + "/" + u.GetName()
+	st.ObservedGeneration = u.GetGeneration()
+	c.jobStatus[key] = st.DeepCopy()
+	patch, err := json.Marshal(map[string]any{"status": st})
+	if err == nil {
+		_, err = c.dyn.Resource(v1alpha1.GroupVersionResource).Namespace(u.GetNamespace()).Patch(ctx, u.GetName(),
+			types.MergePatchType, patch, metav1.PatchOptions{FieldManager: fieldManager}, "status")
+	}
+	if apierrors.IsNotFound(err) {
+		delete(c.jobStatus, key)
+		return
+	}
+	if err != nil {
+		c.log.Warn("write HPCJob status failed; retrying", "job", key, "err", err)
+		c.mu.Lock()
+		c.dirtyJobs[key] = true
+		c.mu.Unlock()
+	}
+}
+
+// setCondition records a condition; it reports whether anything changed.
+func setCondition(st *v1alpha1.HPCJobStatus, typ string, status metav1.ConditionStatus, reason, msg string) bool {
+	return meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: typ, Status: status, Reason: reason, Message: truncate(msg)})
+}
+
+// truncate keeps condition messages within the API's 32 KiB limit.
+func truncate(s string) string {
+	const limit = 32 * 1024
+	if len(s) <= limit {
+		return s
+	}
+	return s[:limit-3] + "..."
+}
+
+// event records an event on an object, warning when warn is set.
+func (c *Controller) event(obj any, warn bool, reason, format string, args ...any) {
+	typ := corev1.EventTypeNormal
+	if warn {
+		typ = corev1.EventTypeWarning
+	}
+	switch o := obj.(type) {
+	case *unstructured.Unstructured:
+		c.recorder.Eventf(o, typ, reason, format, args...)
+	case *corev1.Pod:
+		c.recorder.Eventf(o, typ, reason, format, args...)
+	}
+}
+
+func conditionMessage(st *v1alpha1.HPCJobStatus, typ string) string {
+	if c := meta.FindStatusCondition(st.Conditions, typ); c != nil {
+		return c.Message
+	}
+	return ""
+}
+
+func itoa(i int) string { return strconv.Itoa(i) }

@@ -1,0 +1,230 @@
+// Package placer runs finegrain's central placer: it connects to the API server, checks that
+// the HPCJob and NodeResourceTopology APIs are served, takes a Lease so that one replica leads,
+// serves Prometheus metrics and health, and runs the controller while it leads. The placement
+// logic lives in the sub-packages (hpcjob, plan, snapshot, queue, controller); this package only
+// wires them to a cluster.
+package placer
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"slices"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2"
+
+	"github.com/finegrain-dev/finegrain/pkg/apis/finegrain/v1alpha1"
+	"github.com/finegrain-dev/finegrain/pkg/placer/controller"
+)
+
+// Options configure a placer process.
+type Options struct {
+	// Kubeconfig is a kubeconfig file; empty means the in-cluster configuration.
+	Kubeconfig string
+	// KubeAPIQPS and KubeAPIBurst bound the client's request rate.
+	KubeAPIQPS   float32
+	KubeAPIBurst int
+	// MetricsAddress serves /metrics and /healthz; empty disables it.
+	MetricsAddress string
+	// LeaderElect takes a Lease before running; LeaseNamespace/LeaseName name it.
+	LeaderElect                               bool
+	LeaseNamespace, LeaseName                 string
+	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
+	Controller                                controller.Options
+}
+
+// DefaultOptions are the flags' defaults.
+func DefaultOptions() Options {
+	ns := os.Getenv("POD_NAMESPACE")
+	if ns == "" {
+		ns = "finegrain-system"
+	}
+	return Options{
+		KubeAPIQPS: 200, KubeAPIBurst: 400,
+		MetricsAddress: ":8080",
+		LeaderElect:    true, LeaseNamespace: ns, LeaseName: "finegrain-placer",
+		LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second,
+		Controller: controller.DefaultOptions(),
+	}
+}
+
+// Run runs the placer until ctx ends or it loses its Lease.
+func Run(ctx context.Context, opts Options, log *slog.Logger) error {
+	klog.SetSlogLogger(log)
+	cfg, err := restConfig(opts.Kubeconfig)
+	if err != nil {
+		return err
+	}
+	cfg.QPS, cfg.Burst = opts.KubeAPIQPS, opts.KubeAPIBurst
+	cfg.UserAgent = "finegrain-placer"
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("make API client: %w", err)
+	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("make dynamic API client: %w", err)
+	}
+	if err := checkAPIs(kube); err != nil {
+		return err
+	}
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
+	defer broadcaster.Shutdown()
+	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kube.CoreV1().Events("")})
+	recorder := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: opts.Controller.SchedulerName})
+	c, err := controller.New(kube, dyn, recorder, reg, log, opts.Controller)
+	if err != nil {
+		return err
+	}
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var lease *leaderelection.LeaderElector
+	runErr := make(chan error, 1)
+	if opts.LeaderElect {
+		lease, err = newLease(kube, opts, log, c, cancel, runErr)
+		if err != nil {
+			return err
+		}
+	}
+	serveErr := make(chan error, 1)
+	if opts.MetricsAddress != "" {
+		go func() { serveErr <- serve(ctx, opts.MetricsAddress, reg, lease) }()
+	}
+	if lease == nil {
+		err = c.Run(ctx)
+	} else {
+		lease.Run(ctx)
+		select {
+		case err = <-runErr:
+		default:
+		}
+	}
+	cancel()
+	if opts.MetricsAddress != "" {
+		if serr := <-serveErr; serr != nil && err == nil {
+			err = serr
+		}
+	}
+	return err
+}
+
+func restConfig(kubeconfig string) (*rest.Config, error) {
+	if kubeconfig == "" {
+		cfg, err := rest.InClusterConfig()
+		if err != nil {
+			return nil, fmt.Errorf("in-cluster API configuration (give --kubeconfig outside a cluster): %w", err)
+		}
+		return cfg, nil
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("read kubeconfig %s: %w", kubeconfig, err)
+	}
+	return cfg, nil
+}
+
+// checkAPIs fails early, saying what to install, when the CRDs the placer reads are absent.
+func checkAPIs(kube kubernetes.Interface) error {
+	for _, api := range []struct{ gv, resource, fix string }{
+		{v1alpha1.GroupVersion.String(), v1alpha1.Resource, "install the HPCJob CRD: kubectl apply -k daemonset/"},
+		{controller.NRTResource.GroupVersion().String(), controller.NRTResource.Resource,
+			"install the NodeResourceTopology CRD (topology.node.k8s.io/v1alpha2) with the node agent: kubectl apply -k daemonset/"},
+	} {
+		list, err := kube.Discovery().ServerResourcesForGroupVersion(api.gv)
+		if err != nil {
+			return fmt.Errorf("API %s is not served (%w): %s", api.gv, err, api.fix)
+		}
+		if !slices.ContainsFunc(list.APIResources, func(r metav1.APIResource) bool { return r.Name == api.resource }) {
+			return fmt.Errorf("API %s has no resource %s: %s", api.gv, api.resource, api.fix)
+		}
+	}
+	return nil
+}
+
+// newLease makes the leader elector that runs c while this replica holds the Lease; when c
+// ends (its error goes to runErr) or the Lease is lost, stop ends the process's context.
+func newLease(kube kubernetes.Interface, opts Options, log *slog.Logger, c *controller.Controller, stop context.CancelFunc, runErr chan<- error) (*leaderelection.LeaderElector, error) {
+	host, _ := os.Hostname()
+	id := host + "_" + uuid.NewString()
+	lock := &resourcelock.LeaseLock{
+		LeaseMeta:  metav1.ObjectMeta{Namespace: opts.LeaseNamespace, Name: opts.LeaseName},
+		Client:     kube.CoordinationV1(),
+		LockConfig: resourcelock.ResourceLockConfig{Identity: id},
+	}
+	le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
+		Lock: lock, ReleaseOnCancel: true, Name: opts.LeaseName,
+		LeaseDuration: opts.LeaseDuration, RenewDeadline: opts.RenewDeadline, RetryPeriod: opts.RetryPeriod,
+		Callbacks: leaderelection.LeaderCallbacks{
+			OnStartedLeading: func(ctx context.Context) {
+				log.Info("leading", "lease", opts.LeaseNamespace+"/"+opts.LeaseName, "identity", id)
+				runErr <- c.Run(ctx)
+				stop()
+			},
+			OnStoppedLeading: func() {
+				log.Info("not leading any more; stopping", "identity", id)
+				stop()
+			},
+			OnNewLeader: func(leader string) {
+				if leader != id {
+					log.Info("another placer leads", "leader", leader)
+				}
+			},
+		},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("set up leader election on Lease %s/%s: %w", opts.LeaseNamespace, opts.LeaseName, err)
+	}
+	return le, nil
+}
+
+// serve exposes /metrics and /healthz (unhealthy when this replica should lead and its Lease
+// has lapsed) until ctx ends.
+func serve(ctx context.Context, addr string, reg *prometheus.Registry, lease *leaderelection.LeaderElector) error {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	health := leaderelection.NewLeaderHealthzAdaptor(20 * time.Second)
+	if lease != nil {
+		health.SetLeaderElection(lease)
+	}
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
+		if err := health.Check(r); err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	srv := &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 5 * time.Second, BaseContext: func(net.Listener) context.Context { return ctx }}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.ListenAndServe() }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serve metrics on %s: %w", addr, err)
+	case <-ctx.Done():
+		shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		return srv.Shutdown(shutdown)
+	}
+}
