@@ -78,6 +78,7 @@ type Agent struct {
 	waiters   map[string]chan struct{}
 	refusing  string
 	started   bool
+	startedCh chan struct{}
 	apiSynced bool
 
 	// Loop-only bookkeeping (a.mu guards it too, for simplicity).
@@ -134,6 +135,8 @@ func NewFromDeps(opts Options, d Deps) (*Agent, error) {
 		kick:    make(chan struct{}, 1),
 		subs:    map[chan struct{}]struct{}{},
 		waiters: map[string]chan struct{}{},
+
+		startedCh: make(chan struct{}),
 	}
 	if a.hooks == nil {
 		a.hooks = NopHooks{}

@@ -3,9 +3,6 @@ package agent
 import (
 	"context"
 	"errors"
-	"io"
-	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -116,6 +113,10 @@ func TestSnapshotAndChanges(t *testing.T) {
 	if !found {
 		t.Errorf("containers %+v lack the pinned worker", s.Containers)
 	}
+	e.a.heartbeat.Store(time.Now().Add(-time.Minute).UnixNano())
+	if err := e.a.Healthy(); err == nil {
+		t.Error("Healthy = nil with a loop stalled for a minute")
+	}
 	e.remove(w)
 	e.a.DrainPods(context.Background())
 	select {
@@ -133,8 +134,6 @@ func TestRunLoop(t *testing.T) {
 	watch := &chanWatcher{ch: make(chan cgwatch.Event, 8)}
 	e := newEnv(t, envOpts{run: true, modify: func(o *Options) { o.ReconcileInterval = 20 * time.Millisecond }})
 	e.a.d.Watcher = watch
-	srv := httptest.NewServer(e.a.Handler())
-	defer srv.Close()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- e.a.Run(ctx) }()
@@ -145,16 +144,13 @@ func TestRunLoop(t *testing.T) {
 		}
 	}()
 	waitFor(t, func() bool { return e.a.Ready() == nil })
-	for _, path := range []string{"/healthz", "/readyz"} {
-		resp, err := http.Get(srv.URL + path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			t.Errorf("%s = %d %s", path, resp.StatusCode, body)
-		}
+	if err := e.a.Healthy(); err != nil {
+		t.Errorf("Healthy = %v", err)
+	}
+	select {
+	case <-e.a.Started():
+	default:
+		t.Error("Started not closed once ready")
 	}
 	w := newPod("worker", exclusiveLabel, "1")
 	if _, err := e.client.CoreV1().Pods(w.Namespace).Create(ctx, w, metav1.CreateOptions{}); err != nil {

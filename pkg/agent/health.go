@@ -2,32 +2,10 @@ package agent
 
 import (
 	"fmt"
-	"net/http"
 	"time"
 )
 
-// Handler serves /healthz (the agent's loop is alive) and /readyz (it started and enforces),
-// for the DaemonSet's probes. Reporting adds its own endpoints next to these.
-func (a *Agent) Handler() http.Handler {
-	mux := http.NewServeMux()
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
-		if err := a.Healthy(); err != nil {
-			http.Error(w, err.Error(), http.StatusInternalServerError)
-			return
-		}
-		fmt.Fprintln(w, "ok")
-	})
-	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if err := a.Ready(); err != nil {
-			http.Error(w, err.Error(), http.StatusServiceUnavailable)
-			return
-		}
-		fmt.Fprintln(w, "ok")
-	})
-	return mux
-}
-
-// Healthy reports an error when the loop has not run for a long time.
+// Healthy reports an error when the agent's loop has not run for a long time (a liveness check).
 func (a *Agent) Healthy() error {
 	limit := max(10*time.Second, 20*a.opts.ReconcileInterval)
 	if age := a.d.Now().Sub(time.Unix(0, a.heartbeat.Load())); age > limit {
@@ -36,7 +14,7 @@ func (a *Agent) Healthy() error {
 	return nil
 }
 
-// Ready reports why the agent does not enforce, or nil when it does.
+// Ready reports why the agent does not enforce, or nil when it does (a readiness check).
 func (a *Agent) Ready() error {
 	a.mu.Lock()
 	defer a.mu.Unlock()

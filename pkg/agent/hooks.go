@@ -37,7 +37,6 @@ const (
 	ErrCheckpoint    ErrorReason = "checkpoint-write"
 	ErrKubeletPolicy ErrorReason = "kubelet-static-policy"
 	ErrKubeletState  ErrorReason = "kubelet-state-unreadable"
-	ErrInvalidPod    ErrorReason = "invalid-pod"
 )
 
 // Hooks receives what the agent does, for metrics. The agent may call them while it holds its

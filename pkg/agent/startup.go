@@ -87,6 +87,7 @@ func (a *Agent) start(ctx context.Context) (Report, error) {
 		}
 	}
 	a.started, a.apiSynced = true, synced
+	close(a.startedCh)
 	a.notify()
 	a.log.Info("started enforcing", "pods", len(st.pods), "containers", len(st.ctrs), "exclusive", alloc.Len(),
 		"shared", alloc.SharedCPUs().String(), "reserved", alloc.ReservedCPUs().String(), "apiServer", synced, "repairs", len(repairs))

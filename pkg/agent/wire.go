@@ -50,7 +50,7 @@ func New(opts Options, log *slog.Logger) (*Agent, error) {
 	if err != nil {
 		return nil, err
 	}
-	cfg, err := restConfig(opts.Kubeconfig)
+	cfg, err := RESTConfig(opts.Kubeconfig)
 	if err != nil {
 		return nil, err
 	}
@@ -99,7 +99,9 @@ func (a *Agent) Close() {
 	}
 }
 
-func restConfig(kubeconfig string) (*rest.Config, error) {
+// RESTConfig returns the API server configuration of a kubeconfig file, or of the pod's service
+// account when kubeconfig is empty.
+func RESTConfig(kubeconfig string) (*rest.Config, error) {
 	var cfg *rest.Config
 	var err error
 	if kubeconfig != "" {
