@@ -1,6 +1,7 @@
 package report
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 
@@ -40,6 +41,10 @@ func (o Options) Available(f policy.NUMAFree) int {
 // is then written by UID. It is outside the API's name charset, so it never names a real pod.
 const UnknownNamespace = "?"
 
+// ErrNoState is wrapped by Build when the snapshot lists no NUMA node: the agent has not rebuilt
+// its state yet, and an object built from it would claim the node has no CPUs.
+var ErrNoState = errors.New("the snapshot lists no NUMA node; the agent has not rebuilt its state yet")
+
 // Build returns the NodeResourceTopology object for one node: a zone node-<id> per NUMA node of
 // snap.Free, with cpu capacity (online CPUs), allocatable (minus reserved) and available (what one
 // exclusive request could get now, see Options), memory, costs from the NUMA distances, and the
@@ -49,6 +54,9 @@ const UnknownNamespace = "?"
 func Build(node NodeRef, topo *topology.Topology, snap Snapshot, opts Options) (*nrt.NodeResourceTopology, error) {
 	if node.Name == "" || node.UID == "" {
 		return nil, fmt.Errorf("build NodeResourceTopology: the node's name (%q) and UID (%q) are both needed", node.Name, node.UID)
+	}
+	if len(snap.Free) == 0 {
+		return nil, fmt.Errorf("build NodeResourceTopology %s: %w", node.Name, ErrNoState)
 	}
 	zoneOf := make(map[int]int, len(snap.Free))
 	for i, f := range snap.Free {

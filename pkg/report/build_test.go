@@ -235,6 +235,7 @@ func TestBuildRejectsSnapshotsThatDoNotMatch(t *testing.T) {
 		want   string
 	}{
 		{"no node UID", NodeRef{Name: "node-a"}, func(*Snapshot) {}, "UID"},
+		{"agent not started", testNode, func(s *Snapshot) { *s = Snapshot{} }, "no NUMA node"},
 		{"unknown NUMA node in free list", testNode, func(s *Snapshot) { s.Free[1].NUMANode = 7 }, "NUMA node 7"},
 		{"pin outside the free list", testNode, func(s *Snapshot) { s.Pins[0].NUMANode = 5 }, "NUMA node 5"},
 	} {

@@ -146,6 +146,10 @@ func (p *Publisher) Run(ctx context.Context) error {
 					next = time.Now().Add(p.cfg.MinInterval)
 				case ctx.Err() != nil:
 					return nil
+				case errors.Is(err, ErrNoState):
+					// The agent notifies once its state is rebuilt; nothing to retry until then.
+					pending = false
+					p.log.Info("NodeResourceTopology waits for the agent's state")
 				default:
 					if observer != nil {
 						observer.PublishFailed()

@@ -364,3 +364,22 @@ func TestNewPublisherRejectsIncompleteConfig(t *testing.T) {
 		}
 	}
 }
+
+func TestPublisherWaitsForTheAgentsState(t *testing.T) {
+	h := startPublisher(t, true, time.Hour)
+	eventually(t, "the first apply", func() bool { return h.api.generation() == "1" })
+	full := h.src.Snapshot()
+	// The state is gone, as before an agent's start-up rebuild.
+	h.src.set(Snapshot{Generation: 2})
+	eventually(t, "the publisher to notice the empty state", func() bool { return strings.Contains(h.pub.Status().Error, "has not rebuilt its state") })
+	time.Sleep(20 * time.Millisecond)
+	if n, _ := h.api.state(); n != 1 {
+		t.Errorf("%d applies while the agent has no state; want none after the first", n-1)
+	}
+	if _, failed := h.obs.counts(); failed != 0 {
+		t.Errorf("%d failures counted for an agent still starting; want none", failed)
+	}
+	full.Generation = 9
+	h.src.set(full)
+	eventually(t, "generation 9 once the state is back", func() bool { return h.api.generation() == "9" })
+}

@@ -1,0 +1,189 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"k8s.io/client-go/dynamic"
+
+	"github.com/finegrain-dev/finegrain/pkg/agent"
+	"github.com/finegrain-dev/finegrain/pkg/cgroup"
+	"github.com/finegrain-dev/finegrain/pkg/inspect"
+	"github.com/finegrain-dev/finegrain/pkg/metrics"
+	"github.com/finegrain-dev/finegrain/pkg/policy"
+	"github.com/finegrain-dev/finegrain/pkg/report"
+	"github.com/finegrain-dev/finegrain/pkg/topology"
+)
+
+// reportingOptions are the flags of the reporting side of `nodeagent run`.
+type reportingOptions struct {
+	inspectAddress string
+	publishNRT     bool
+}
+
+func addReportingFlags(fs *flag.FlagSet, o *reportingOptions) {
+	fs.StringVar(&o.inspectAddress, "inspect-address", inspect.DefaultAddress,
+		"host:port serving /metrics, /healthz, /readyz and /pins (read-only; loopback only by default)")
+	fs.BoolVar(&o.publishNRT, "publish-nrt", true, "publish the node's free-core map as a NodeResourceTopology object")
+}
+
+// reporting is what surrounds one agent: Prometheus metrics fed by its hooks, the
+// NodeResourceTopology publisher and the inspection server. newReporting comes before
+// agent.New (the hooks go into agent.Options), run after it.
+type reporting struct {
+	opts     reportingOptions
+	log      *slog.Logger
+	registry *prometheus.Registry
+	metrics  *metrics.Agent
+}
+
+// agentPaths and agentErrorReasons are created at zero in the metrics.
+var (
+	agentPaths        = []agent.Path{agent.PathInotify, agent.PathInformer, agent.PathScan, agent.PathStartup, agent.PathDecide}
+	agentErrorReasons = []agent.ErrorReason{agent.ErrAllocate, agent.ErrCgroupWrite, agent.ErrVanished, agent.ErrEnumerate,
+		agent.ErrResolve, agent.ErrCheckpoint, agent.ErrKubeletPolicy, agent.ErrKubeletState}
+)
+
+func newReporting(opts reportingOptions, log *slog.Logger) (*reporting, error) {
+	reg := prometheus.NewRegistry()
+	if err := reg.Register(collectors.NewGoCollector()); err != nil {
+		return nil, fmt.Errorf("register Go runtime metrics: %w", err)
+	}
+	if err := reg.Register(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})); err != nil {
+		return nil, fmt.Errorf("register process metrics: %w", err)
+	}
+	var labels metrics.Labels
+	for _, p := range agentPaths {
+		labels.Paths = append(labels.Paths, string(p))
+	}
+	for _, r := range agentErrorReasons {
+		labels.ErrorReasons = append(labels.ErrorReasons, string(r))
+	}
+	m, err := metrics.NewAgent(reg, labels)
+	if err != nil {
+		return nil, err
+	}
+	return &reporting{opts: opts, log: log, registry: reg, metrics: m}, nil
+}
+
+// hooks returns what agent.Options.Hooks must be.
+func (r *reporting) hooks() agent.Hooks { return agentHooks{r.metrics} }
+
+// run serves the inspection endpoint and publishes the NodeResourceTopology of agent a until ctx
+// ends. client reaches the API server (dynamic.NewForConfig of the agent's configuration), topo
+// is the agent's topology and wholeCores is true unless the agent lets requests split cores. It
+// returns early only when the endpoint cannot listen.
+func (r *reporting) run(ctx context.Context, a *agent.Agent, nodeName string, client dynamic.Interface, topo *topology.Topology, wholeCores bool) error {
+	opts := report.Options{WholeCores: wholeCores}
+	changes, unsubscribe := a.Subscribe()
+	defer unsubscribe()
+	src := agentSource{a: a, changes: changes}
+	if err := r.registry.Register(metrics.NewState(src, opts)); err != nil {
+		return fmt.Errorf("register state metrics: %w", err)
+	}
+	var pub *report.Publisher
+	if r.opts.publishNRT {
+		var err error
+		pub, err = report.NewPublisher(report.PublisherConfig{
+			Client: client, NodeName: nodeName, Topology: topo, Source: src, Options: opts,
+			Logger: r.log, Observer: r.metrics,
+		})
+		if err != nil {
+			return err
+		}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errc := make(chan error, 2)
+	running := 0
+	if pub != nil {
+		running++
+		go func() { errc <- pub.Run(ctx) }()
+	}
+	if r.opts.inspectAddress != "" {
+		srv, err := inspect.New(inspect.Config{
+			Address:  r.opts.inspectAddress,
+			Gatherer: r.registry,
+			Pins:     func() inspect.Pins { return pinsView(nodeName, src, opts, pub) },
+			Health:   []inspect.Check{{Name: "agent-loop", Run: func(context.Context) error { return a.Healthy() }}},
+			Ready:    []inspect.Check{{Name: "agent", Run: func(context.Context) error { return a.Ready() }}},
+			Logger:   r.log,
+		})
+		if err != nil {
+			return err
+		}
+		running++
+		go func() { errc <- srv.Run(ctx) }()
+	}
+	var first error
+	for range running {
+		if err := <-errc; err != nil && !errors.Is(err, context.Canceled) && first == nil {
+			first = err
+			cancel()
+		}
+	}
+	return first
+}
+
+func pinsView(node string, src report.Source, opts report.Options, pub *report.Publisher) inspect.Pins {
+	v := inspect.FromSnapshot(node, inspect.SourceAgent, src.Snapshot(), opts)
+	if pub != nil {
+		st := pub.Status()
+		v.Published = &st
+	}
+	return v
+}
+
+// agentSource is the agent as a report.Source.
+type agentSource struct {
+	a       *agent.Agent
+	changes <-chan struct{}
+}
+
+func (s agentSource) Snapshot() report.Snapshot { return fromAgent(s.a.Snapshot()) }
+func (s agentSource) Changed() <-chan struct{}  { return s.changes }
+
+// fromAgent converts the agent's snapshot; shared containers are the named, non-sandbox
+// containers the agent does not pin.
+func fromAgent(s agent.Snapshot) report.Snapshot {
+	out := report.Snapshot{
+		Generation: s.Generation, Shared: s.Shared, Reserved: s.Reserved, Free: s.Free,
+		Pins: make([]report.Pin, 0, len(s.Pins)),
+	}
+	for _, p := range s.Pins {
+		out.Pins = append(out.Pins, report.Pin{
+			PodUID: p.PodUID, Namespace: p.Namespace, Pod: p.Pod, Container: p.Container,
+			CPUs: p.CPUs, Mems: p.Mems, NUMANode: p.NUMANode,
+		})
+	}
+	for _, c := range s.Containers {
+		if c.Exclusive || c.Sandbox || c.Name == "" {
+			continue
+		}
+		out.SharedContainers = append(out.SharedContainers, report.Container{
+			PodUID: string(c.Ref.Pod.UID), Namespace: c.Namespace, Pod: c.Pod, Container: c.Name,
+		})
+	}
+	return out
+}
+
+// agentHooks feeds the agent's hooks into its metrics.
+type agentHooks struct{ m *metrics.Agent }
+
+var _ agent.Hooks = agentHooks{}
+
+func (h agentHooks) PinWritten(p agent.Path, window time.Duration) { h.m.PinWritten(string(p), window) }
+func (h agentHooks) Allocated(policy.Assignment)                   { h.m.Allocated() }
+func (h agentHooks) Released(policy.Assignment)                    { h.m.Released() }
+func (h agentHooks) DriftRepaired(cgroup.ContainerRef)             { h.m.DriftRepaired() }
+func (h agentHooks) Failed(reason agent.ErrorReason)               { h.m.Failed(string(reason)) }
+func (h agentHooks) Reconciled(r policy.Repair)                    { h.m.StartupRepaired(string(r.Reason)) }
+func (h agentHooks) CheckpointWritten(took time.Duration, err error) {
+	h.m.CheckpointWritten(took, err)
+}
