@@ -19,6 +19,7 @@ type command struct {
 
 // commands lists the subcommands in the order the usage text shows them.
 var commands = []command{
+	{"run", "run the node agent: pin opted-in containers, keep the rest in the shared pool, repair drift", runRun},
 	{"topology", "print the machine's sockets, NUMA nodes, L3 groups and cores (table or JSON)", runTopology},
 	{"simulate", "run exclusive CPU requests and releases through the allocator and show what they get", runSimulate},
 	{"pins", "show exclusive and shared CPUs per container and free cores per NUMA node (table or JSON)", runPins},

@@ -6,8 +6,14 @@ import (
 )
 
 // Healthy reports an error when the agent's loop has not run for a long time (a liveness check).
+// While the agent starts, its first step may wait StartupAPITimeout for the pod list.
 func (a *Agent) Healthy() error {
 	limit := max(10*time.Second, 20*a.opts.ReconcileInterval)
+	a.mu.Lock()
+	if !a.started {
+		limit += a.opts.StartupAPITimeout
+	}
+	a.mu.Unlock()
 	if age := a.d.Now().Sub(time.Unix(0, a.heartbeat.Load())); age > limit {
 		return fmt.Errorf("the agent's loop has not run for %s (limit %s)", age.Round(time.Millisecond), limit)
 	}

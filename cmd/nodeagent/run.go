@@ -1,0 +1,172 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"k8s.io/client-go/dynamic"
+	"k8s.io/klog/v2"
+
+	"github.com/finegrain-dev/finegrain/pkg/agent"
+	"github.com/finegrain-dev/finegrain/pkg/agent/classify"
+	"github.com/finegrain-dev/finegrain/pkg/cgroup"
+	"github.com/finegrain-dev/finegrain/pkg/policy"
+)
+
+const runUsage = `usage: nodeagent run [flags]
+
+Runs the node agent on this node (normally as the finegrain DaemonSet): containers of pods
+labelled finegrain.dev/pinning=exclusive get exclusive cores of one NUMA node for their integer
+CPU request, every other container under kubepods runs in the shared pool with the configured
+CPU quota and memory limit, drift is repaired every --reconcile-interval, and the state survives
+restarts in --checkpoint. It refuses to act next to a kubelet running the static CPU manager
+policy. It serves /healthz, /readyz, /metrics and /pins on --inspect-address and publishes the
+node's NodeResourceTopology object (--publish-nrt).
+`
+
+// runOptions are the parsed flags of `nodeagent run`.
+type runOptions struct {
+	agent     agent.Options
+	reporting reportingOptions
+	logLevel  slog.Level
+	logJSON   bool
+}
+
+func parseRunFlags(args []string, stderr io.Writer, getenv func(string) string) (runOptions, error) {
+	o := runOptions{agent: agent.DefaultOptions()}
+	a := &o.agent
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, runUsage)
+		fs.PrintDefaults()
+	}
+	var driver, reserved, cpuQuota, memLimit, logFormat string
+	var period time.Duration
+	fs.StringVar(&a.NodeName, "node-name", getenv("NODE_NAME"), "this node's name (default $NODE_NAME, set from spec.nodeName)")
+	fs.StringVar(&a.Kubeconfig, "kubeconfig", "", "kubeconfig file; empty uses the pod's service account")
+	fs.StringVar(&a.SysfsRoot, "sysfs-root", a.SysfsRoot, "where the host's /sys is mounted")
+	fs.StringVar(&a.Mountinfo, "mountinfo", a.Mountinfo, "mount table that locates the cgroup hierarchies")
+	fs.StringVar(&driver, "cgroup-driver", string(a.CgroupDriver), "the kubelet's cgroupDriver: cgroupfs or systemd")
+	fs.StringVar(&a.CgroupBase, "cgroup-root", "", "the kubelet's cgroupRoot, without the leading slash (empty for /)")
+	fs.StringVar(&a.KubeletRootDir, "kubelet-root-dir", a.KubeletRootDir, "the kubelet's --root-dir (its cpu_manager_state tells a static-policy kubelet)")
+	fs.StringVar(&a.CRIEndpoint, "cri-endpoint", a.CRIEndpoint, "the container runtime's CRI socket, to name new containers; empty names them from pod statuses only")
+	fs.DurationVar(&a.CRITimeout, "cri-timeout", a.CRITimeout, "limit of one CRI call")
+	fs.StringVar(&a.CheckpointPath, "checkpoint", a.CheckpointPath, "the agent's state file, on a host path")
+	fs.StringVar(&reserved, "reserved-cpus", "", "CPUs never given to pods, in kernel list format (the kubelet's reservedSystemCPUs)")
+	fs.IntVar(&a.MinSharedCPUs, "min-shared-cpus", a.MinSharedCPUs, "smallest shared pool; exclusive requests that would shrink it further wait")
+	fs.BoolVar(&a.AllowSplitCores, "allow-split-cores", false, "let an exclusive container share a physical core (SMT sibling) with another")
+	fs.StringVar(&a.Classify.PlacerSchedulerName, "placer-scheduler-name", a.Classify.PlacerSchedulerName, "schedulerName of pods the placer binds (only they may carry "+classify.AnnotationNUMANode+")")
+	fs.StringVar(&cpuQuota, "shared-cpu-quota", string(a.Classify.CPUQuota), "CPU quota of shared containers: off (the kubelet's), limit (their CPU limit) or request (their CPU request)")
+	fs.StringVar(&memLimit, "shared-memory-limit", string(a.Classify.MemoryLimit), "memory limit of shared containers: off, limit or request")
+	fs.DurationVar(&period, "cpu-cfs-period", time.Duration(a.Classify.CPUPeriodUS)*time.Microsecond, "CFS period of the shared CPU quota (the kubelet's cpuCFSQuotaPeriod)")
+	fs.BoolVar(&a.Inotify, "inotify", a.Inotify, "notice new container cgroups through inotify (false: pod statuses and the periodic scan only)")
+	fs.DurationVar(&a.ReconcileInterval, "reconcile-interval", a.ReconcileInterval, "period of the drift check")
+	fs.DurationVar(&a.FullResyncInterval, "full-resync-interval", a.FullResyncInterval, "period at which quotas and memory limits are re-applied too")
+	fs.DurationVar(&a.KubeletCheckInterval, "kubelet-check-interval", a.KubeletCheckInterval, "period at which the kubelet's CPU manager policy is re-read")
+	fs.DurationVar(&a.StartupAPITimeout, "startup-api-timeout", a.StartupAPITimeout, "wait at most this long for the pod list at start, then enforce from the checkpoint")
+	addReportingFlags(fs, &o.reporting)
+	fs.TextVar(&o.logLevel, "log-level", slog.LevelInfo, "debug, info, warn or error")
+	fs.StringVar(&logFormat, "log-format", "json", "json or text")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	if fs.NArg() > 0 {
+		return o, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	var err error
+	if a.CgroupDriver, err = cgroup.ParseDriver(driver); err != nil {
+		return o, fmt.Errorf("--cgroup-driver: %w", err)
+	}
+	if a.ReservedCPUs, err = policy.ParseCPUList(reserved); err != nil {
+		return o, fmt.Errorf("--reserved-cpus: %w", err)
+	}
+	if a.Classify.CPUQuota, err = classify.ParsePolicy(cpuQuota); err != nil {
+		return o, fmt.Errorf("--shared-cpu-quota: %w", err)
+	}
+	if a.Classify.MemoryLimit, err = classify.ParsePolicy(memLimit); err != nil {
+		return o, fmt.Errorf("--shared-memory-limit: %w", err)
+	}
+	if period%time.Microsecond != 0 || period <= 0 {
+		return o, fmt.Errorf("--cpu-cfs-period %s: want a positive whole number of microseconds", period)
+	}
+	a.Classify.CPUPeriodUS = uint64(period / time.Microsecond)
+	switch logFormat {
+	case "json", "text":
+		o.logJSON = logFormat == "json"
+	default:
+		return o, fmt.Errorf("--log-format %q: want json or text", logFormat)
+	}
+	return o, a.Validate()
+}
+
+// runRun is the `run` subcommand: 0 after a clean shutdown (SIGTERM), 1 when the agent cannot run,
+// 2 on a usage error.
+func runRun(args []string, _, stderr io.Writer) int {
+	opts, err := parseRunFlags(args, stderr, os.Getenv)
+	if err != nil {
+		if !errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintf(stderr, "nodeagent run: %v\n", err)
+		}
+		return 2
+	}
+	hopts := &slog.HandlerOptions{Level: opts.logLevel}
+	var h slog.Handler = slog.NewTextHandler(stderr, hopts)
+	if opts.logJSON {
+		h = slog.NewJSONHandler(stderr, hopts)
+	}
+	log := slog.New(h)
+	klog.SetSlogLogger(log)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := serve(ctx, opts, log); err != nil {
+		log.Error("node agent stopped", "reason", err.Error())
+		return 1
+	}
+	log.Info("node agent stopped")
+	return 0
+}
+
+// serve runs the agent with its reporting (metrics, inspection endpoint, NodeResourceTopology
+// publisher) until ctx ends.
+func serve(ctx context.Context, opts runOptions, log *slog.Logger) error {
+	rep, err := newReporting(opts.reporting, log)
+	if err != nil {
+		return err
+	}
+	opts.agent.Hooks = rep.hooks()
+	a, err := agent.New(opts.agent, log)
+	if err != nil {
+		return err
+	}
+	defer a.Close()
+	cfg, err := agent.RESTConfig(opts.agent.Kubeconfig)
+	if err != nil {
+		return err
+	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("dynamic API client: %w", err)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	reported := make(chan error, 1)
+	go func() {
+		err := rep.run(ctx, a, opts.agent.NodeName, dyn, a.Topology(), !opts.agent.AllowSplitCores)
+		if err != nil {
+			cancel()
+		}
+		reported <- err
+	}()
+	err = a.Run(ctx)
+	cancel()
+	return errors.Join(err, <-reported)
+}
