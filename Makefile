@@ -37,6 +37,11 @@ fuzz: ## run every fuzz target for FUZZTIME each
 packing: ## compare finegrain's core packing with the kubelet's rule on seeded request streams
 	$(GO) run ./bench/packing
 
+.PHONY: simulate-workloads
+SIMULATE_FLAGS ?=
+simulate-workloads: ## replay generated MPI workloads through the real placer on 4 and 16 simulated E5-2697 v4 nodes vs default Kubernetes
+	$(GO) run ./bench/simulator -nodes 4,16 -jobs-per-node 25 -seed 1 $(SIMULATE_FLAGS)
+
 .PHONY: topology-crosscheck
 topology-crosscheck: ## compare Discover(/sys) with lscpu, hwloc's lstopo and ghw on this machine (installs hwloc)
 	@. hack/deps.sh && install_deps test hwloc

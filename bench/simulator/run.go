@@ -1,0 +1,120 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/finegrain-dev/finegrain/bench/internal/sim"
+)
+
+// run builds one scenario per cluster size, simulates every strategy and writes the report.
+func run(w io.Writer, o options) error {
+	model := sim.DefaultModel()
+	if o.model != "" {
+		data, err := os.ReadFile(o.model)
+		if err != nil {
+			return fmt.Errorf("read model: %w", err)
+		}
+		if model, err = sim.DecodeModel(data, o.model); err != nil {
+			return err
+		}
+	}
+	if o.printModel {
+		out, err := sim.EncodeModel(model)
+		if err != nil {
+			return err
+		}
+		_, err = w.Write(out)
+		return err
+	}
+	strategies, err := sim.SelectStrategies(o.strategies)
+	if err != nil {
+		return err
+	}
+	machine, machineName, err := sim.LoadMachine(o.machine)
+	if err != nil {
+		return err
+	}
+	var traced []sim.Job
+	if o.trace != "" {
+		if traced, err = readTrace(o.trace); err != nil {
+			return err
+		}
+	}
+	rep := &sim.Report{Command: o.command}
+	for _, nodes := range o.nodes {
+		jobs, workload := traced, "trace "+o.trace
+		if o.trace == "" {
+			n := o.jobs
+			if n == 0 {
+				n = o.jobsPerNode * nodes
+			}
+			jobs, err = sim.Generate(sim.GenOptions{Jobs: n, Seed: o.seed, Load: o.load, ClusterCPUs: nodes * machine.NumCPUs(), Mix: o.mix})
+			if err != nil {
+				return err
+			}
+			workload = fmt.Sprintf("generated (seed %d, load %g, cpu:memory:network %g:%g:%g)", o.seed, o.load, o.mix[0], o.mix[1], o.mix[2])
+			if err := writeTrace(o, nodes, jobs); err != nil {
+				return err
+			}
+		}
+		sc := &sim.Scenario{
+			Machine: machineName, Workload: workload, Jobs: jobs, Strategies: strategies, Baseline: o.baseline,
+			Options: sim.Options{Machine: machine, Nodes: nodes, Model: model, Queue: sim.DefaultQueueOptions(), Verify: o.verify, SystemReservedCPUs: o.reserved, SnapshotTTL: sim.DefaultSnapshotTTL},
+		}
+		res, err := sc.Run(o.parallel)
+		if err != nil {
+			return fmt.Errorf("%d nodes: %w", nodes, err)
+		}
+		rep.Scenarios = append(rep.Scenarios, res)
+	}
+	if o.output == "json" {
+		return sim.WriteJSON(w, rep)
+	}
+	return sim.WriteMarkdown(w, rep)
+}
+
+func readTrace(path string) ([]sim.Job, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read trace: %w", err)
+	}
+	if strings.EqualFold(filepath.Ext(path), ".csv") {
+		return sim.DecodeCSV(bytes.NewReader(data), path)
+	}
+	return sim.DecodeTrace(data, path)
+}
+
+// writeTrace saves a generated workload when -write-trace asks for it: as CSV when the name
+// ends in .csv, else YAML; with several cluster sizes the node count goes before the extension.
+func writeTrace(o options, nodes int, jobs []sim.Job) error {
+	if o.writeTrace == "" {
+		return nil
+	}
+	path := o.writeTrace
+	if len(o.nodes) > 1 {
+		ext := filepath.Ext(path)
+		path = strings.TrimSuffix(path, ext) + "-" + strconv.Itoa(nodes) + "nodes" + ext
+	}
+	var buf bytes.Buffer
+	if strings.EqualFold(filepath.Ext(path), ".csv") {
+		if err := sim.EncodeCSV(&buf, jobs); err != nil {
+			return err
+		}
+	} else {
+		out, err := sim.EncodeTrace(jobs)
+		if err != nil {
+			return err
+		}
+		buf.Write(out)
+	}
+	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
+		return fmt.Errorf("write trace: %w", err)
+	}
+	return nil
+}
