@@ -81,7 +81,8 @@ type Agent struct {
 	startedCh chan struct{}
 	apiSynced bool
 
-	// Loop-only bookkeeping (a.mu guards it too, for simplicity).
+	// heartbeat is when the loop last ran; ticks counts Tick calls (loop-only). The rest is
+	// guarded by mu.
 	heartbeat        atomic.Int64
 	ticks            int
 	lastKubeletCheck time.Time

@@ -67,11 +67,18 @@ func (a *Agent) CgroupEvent(ctx context.Context, ev cgwatch.Event) Report {
 func (a *Agent) enforce(ctx context.Context, t target) Report {
 	a.saveCheckpoint()
 	a.mu.Lock()
-	refs := t.refs
+	var refs []cgroup.ContainerRef
 	if t.all {
-		refs = nil
 		for ref := range a.st.ctrs {
 			refs = append(refs, ref)
+		}
+	} else {
+		seen := map[cgroup.ContainerRef]bool{}
+		for _, ref := range t.refs {
+			if !seen[ref] {
+				seen[ref] = true
+				refs = append(refs, ref)
+			}
 		}
 	}
 	var ask []cgroup.ContainerRef
