@@ -44,6 +44,8 @@ func TestParseOptions(t *testing.T) {
 		{[]string{"-jobs-per-node", "0"}, "-jobs-per-node 0"},
 		{[]string{"-system-reserved", "-1"}, "-system-reserved -1"},
 		{[]string{"-parallel", "0"}, "-parallel 0"},
+		{[]string{"-seeds", "0"}, "-seeds 0"},
+		{[]string{"-trace", "t.yaml", "-seeds", "2"}, "-seeds draws several"},
 		{[]string{"-trace", "t.yaml", "-write-trace", "out.yaml"}, "-write-trace"},
 		{[]string{"extra"}, `unexpected argument "extra"`},
 	} {
@@ -88,6 +90,20 @@ func TestRun(t *testing.T) {
 	}
 	if jobs, err := sim.DecodeCSV(bytes.NewReader(data), "w-3nodes.csv"); err != nil || len(jobs) != 15 {
 		t.Errorf("written trace: %d jobs, %v", len(jobs), err)
+	}
+
+	out, err = runArgs(t, "-nodes", "2", "-jobs", "6", "-seeds", "3", "-seed", "5", "-strategies", "k8s,finegrain",
+		"-write-trace", filepath.Join(dir, "s.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"seed 5,", "seed 7,", "### 2 × xeon-e5-2697v4-2s over 3 seeds: change against k8s, mean (min … max)", "| finegrain | "} {
+		if !strings.Contains(out, want) {
+			t.Errorf("seeds: markdown lacks %q:\n%s", want, out)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "s-seed7.yaml")); err != nil {
+		t.Errorf("trace of seed 7: %v", err)
 	}
 
 	out, err = runArgs(t, "-trace", "bench/simulator/testdata/e2e-4jobs.yaml", "-nodes", "2", "-machine", "synthetic:2x1x1x4x1",

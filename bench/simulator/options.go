@@ -19,7 +19,9 @@ type options struct {
 	jobsPerNode int
 	jobs        int
 	seed        uint64
+	seeds       int
 	load        float64
+	batch       bool
 	mix         [3]float64
 	machine     string
 	model       string
@@ -48,7 +50,9 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.jobsPerNode, "jobs-per-node", 25, "generator: jobs per node of each cluster size")
 	fs.IntVar(&o.jobs, "jobs", 0, "generator: jobs per scenario (overrides -jobs-per-node when set)")
 	fs.Uint64Var(&o.seed, "seed", 1, "generator: random seed")
+	fs.IntVar(&o.seeds, "seeds", 1, "generator: workloads per cluster size, seeds -seed, -seed+1, …; more than one adds an across-seeds summary")
 	fs.Float64Var(&o.load, "load", 0.5, "generator: offered load (arrival rate × mean CPU-seconds per job / cluster CPUs)")
+	fs.BoolVar(&o.batch, "batch", false, "generator: submit every job at time 0 instead of Poisson arrivals at -load")
 	fs.StringVar(&o.machine, "machine", defaultMachine, "node type: a sysfs tree, or synthetic:SOCKETSxNUMAxL3xCORESxTHREADS[:GiB]")
 	fs.StringVar(&o.model, "model", "", "runtime model file (YAML; -print-model writes the defaults)")
 	fs.StringVar(&o.baseline, "baseline", sim.StrategyKube, "strategy the ratios compare with")
@@ -88,6 +92,10 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 		return options{}, fmt.Errorf("-load %v: want more than 0 and at most 100", o.load)
 	case o.reserved < 0:
 		return options{}, fmt.Errorf("-system-reserved %d: want 0 or more CPUs", o.reserved)
+	case o.seeds < 1 || o.seeds > 1000:
+		return options{}, fmt.Errorf("-seeds %d: want 1 to 1000", o.seeds)
+	case o.trace != "" && o.seeds > 1:
+		return options{}, fmt.Errorf("-seeds draws several generated workloads; it makes no sense with -trace")
 	case o.parallel < 1:
 		return options{}, fmt.Errorf("-parallel %d: want at least 1", o.parallel)
 	case o.trace != "" && o.writeTrace != "":

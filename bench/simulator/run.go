@@ -48,35 +48,49 @@ func run(w io.Writer, o options) error {
 	}
 	rep := &sim.Report{Command: o.command}
 	for _, nodes := range o.nodes {
-		jobs, workload := traced, "trace "+o.trace
-		if o.trace == "" {
-			n := o.jobs
-			if n == 0 {
-				n = o.jobsPerNode * nodes
+		for k := range o.seeds {
+			sc := &sim.Scenario{
+				Machine: machineName, Jobs: traced, Workload: "trace " + o.trace, Strategies: strategies, Baseline: o.baseline,
+				Options: sim.Options{Machine: machine, Nodes: nodes, Model: model, Queue: sim.DefaultQueueOptions(),
+					SnapshotTTL: sim.DefaultSnapshotTTL, SystemReservedCPUs: o.reserved, Verify: o.verify},
 			}
-			jobs, err = sim.Generate(sim.GenOptions{Jobs: n, Seed: o.seed, Load: o.load, ClusterCPUs: nodes * machine.NumCPUs(), Mix: o.mix})
+			if o.trace == "" {
+				if sc.Jobs, sc.Workload, err = generate(o, nodes, machine.NumCPUs(), o.seed+uint64(k)); err != nil {
+					return err
+				}
+			}
+			res, err := sc.Run(o.parallel)
 			if err != nil {
-				return err
+				return fmt.Errorf("%d nodes: %w", nodes, err)
 			}
-			workload = fmt.Sprintf("generated (seed %d, load %g, cpu:memory:network %g:%g:%g)", o.seed, o.load, o.mix[0], o.mix[1], o.mix[2])
-			if err := writeTrace(o, nodes, jobs); err != nil {
-				return err
-			}
+			rep.Scenarios = append(rep.Scenarios, res)
 		}
-		sc := &sim.Scenario{
-			Machine: machineName, Workload: workload, Jobs: jobs, Strategies: strategies, Baseline: o.baseline,
-			Options: sim.Options{Machine: machine, Nodes: nodes, Model: model, Queue: sim.DefaultQueueOptions(), Verify: o.verify, SystemReservedCPUs: o.reserved, SnapshotTTL: sim.DefaultSnapshotTTL},
-		}
-		res, err := sc.Run(o.parallel)
-		if err != nil {
-			return fmt.Errorf("%d nodes: %w", nodes, err)
-		}
-		rep.Scenarios = append(rep.Scenarios, res)
 	}
+	rep.AcrossSeeds = sim.SummarizeSeeds(rep.Scenarios)
 	if o.output == "json" {
 		return sim.WriteJSON(w, rep)
 	}
 	return sim.WriteMarkdown(w, rep)
+}
+
+// generate draws the workload of one cluster size and seed, saving it when -write-trace asks.
+func generate(o options, nodes, cpusPerNode int, seed uint64) ([]sim.Job, string, error) {
+	n := o.jobs
+	if n == 0 {
+		n = o.jobsPerNode * nodes
+	}
+	jobs, err := sim.Generate(sim.GenOptions{Jobs: n, Seed: seed, Load: o.load, Batch: o.batch, ClusterCPUs: nodes * cpusPerNode, Mix: o.mix})
+	if err != nil {
+		return nil, "", err
+	}
+	arrivals := fmt.Sprintf("load %g", o.load)
+	if o.batch {
+		arrivals = "all submitted at 0"
+	}
+	if err := writeTrace(o, nodes, seed, jobs); err != nil {
+		return nil, "", err
+	}
+	return jobs, fmt.Sprintf("generated (seed %d, %s, cpu:memory:network %g:%g:%g)", seed, arrivals, o.mix[0], o.mix[1], o.mix[2]), nil
 }
 
 func readTrace(path string) ([]sim.Job, error) {
@@ -91,16 +105,22 @@ func readTrace(path string) ([]sim.Job, error) {
 }
 
 // writeTrace saves a generated workload when -write-trace asks for it: as CSV when the name
-// ends in .csv, else YAML; with several cluster sizes the node count goes before the extension.
-func writeTrace(o options, nodes int, jobs []sim.Job) error {
+// ends in .csv, else YAML; with several cluster sizes the node count, with several seeds the
+// seed, goes before the extension.
+func writeTrace(o options, nodes int, seed uint64, jobs []sim.Job) error {
 	if o.writeTrace == "" {
 		return nil
 	}
 	path := o.writeTrace
+	ext := filepath.Ext(path)
+	path = strings.TrimSuffix(path, ext)
 	if len(o.nodes) > 1 {
-		ext := filepath.Ext(path)
-		path = strings.TrimSuffix(path, ext) + "-" + strconv.Itoa(nodes) + "nodes" + ext
+		path += "-" + strconv.Itoa(nodes) + "nodes"
 	}
+	if o.seeds > 1 {
+		path += "-seed" + strconv.FormatUint(seed, 10)
+	}
+	path += ext
 	var buf bytes.Buffer
 	if strings.EqualFold(filepath.Ext(path), ".csv") {
 		if err := sim.EncodeCSV(&buf, jobs); err != nil {

@@ -17,6 +17,9 @@ type GenOptions struct {
 	Seed uint64
 	// Load is the offered load: arrival rate × mean(job CPUs × base runtime) / ClusterCPUs.
 	Load float64
+	// Batch submits every job at time 0 instead (Load is then ignored): the makespan measures
+	// how fast a strategy drains a fixed workload.
+	Batch bool
 	// ClusterCPUs is the CPUs of the cluster the load refers to.
 	ClusterCPUs int
 	// Mix weighs cpu, memory and network jobs (any non-negative weights, not all zero).
@@ -57,13 +60,13 @@ const (
 // or 2 GiB per task (cpu, memory, network); base runtime log-normal (median 240 s, σ 0.5,
 // clamped to 30 s – 30 min, whole seconds); priority 1 for one job in ten, else 0; the user's
 // own worker count ceil(tasks/16); granularity by profile (cpu: granularity, memory and
-// network: scale); least-loaded; Poisson arrivals at the rate that offers Load. The same options
-// always give the same jobs.
+// network: scale); least-loaded; Poisson arrivals at the rate that offers Load, or all at 0 with
+// Batch. The same options always give the same jobs.
 func Generate(o GenOptions) ([]Job, error) {
 	switch {
 	case o.Jobs < 1 || o.Jobs > MaxJobs:
 		return nil, fmt.Errorf("generate: %d jobs, want 1 to %d", o.Jobs, MaxJobs)
-	case !(o.Load > 0) || o.Load > 100:
+	case !o.Batch && (!(o.Load > 0) || o.Load > 100):
 		return nil, fmt.Errorf("generate: load %v, want more than 0 and at most 100", o.Load)
 	case o.ClusterCPUs < 1:
 		return nil, fmt.Errorf("generate: cluster of %d CPUs, want at least 1", o.ClusterCPUs)
@@ -104,6 +107,9 @@ func Generate(o GenOptions) ([]Job, error) {
 		}
 		v1alpha1.SetDefaults(&jobs[i].Spec)
 		work += float64(jobs[i].CPUs()) * rt.Seconds()
+	}
+	if o.Batch {
+		return jobs, nil
 	}
 	rate := o.Load * float64(o.ClusterCPUs) / (work / float64(len(jobs)))
 	at := 0.0

@@ -65,6 +65,15 @@ func TestGenerateMixAndErrors(t *testing.T) {
 			t.Fatalf("mix 0,2,0 gave a %s job", j.Spec.Profile)
 		}
 	}
+	batch, err := Generate(GenOptions{Jobs: 50, Seed: 1, Batch: true, ClusterCPUs: 36, Mix: [3]float64{0, 2, 0}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range batch {
+		if batch[i].Arrival != 0 || batch[i].Name != jobs[i].Name || batch[i].Runtime != jobs[i].Runtime {
+			t.Fatalf("batch job %d: %+v, want %+v arriving at 0", i, batch[i], jobs[i])
+		}
+	}
 	for _, tc := range []struct {
 		o    GenOptions
 		want string

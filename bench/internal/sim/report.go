@@ -14,6 +14,8 @@ type Report struct {
 	// Command is how the report was produced, for the reader to rerun it.
 	Command   string            `json:"command"`
 	Scenarios []*ScenarioResult `json:"scenarios"`
+	// AcrossSeeds sums up scenarios that differ only in the workload's seed (SummarizeSeeds).
+	AcrossSeeds []AcrossSeeds `json:"acrossSeeds,omitempty"`
 }
 
 // WriteJSON writes the report as indented JSON.
@@ -26,7 +28,7 @@ func WriteJSON(w io.Writer, r *Report) error {
 // WriteMarkdown writes one table per scenario: per strategy the jobs finished and rejected, the
 // response time (mean, p50, p95), the wait (mean, p95), makespan, utilisation, mean stretch
 // overall and per profile, and the change in mean response time and makespan against the
-// baseline.
+// baseline; then the across-seeds summary, if any.
 func WriteMarkdown(w io.Writer, r *Report) error {
 	var b strings.Builder
 	if r.Command != "" {
@@ -64,6 +66,7 @@ func WriteMarkdown(w io.Writer, r *Report) error {
 			fmt.Fprintf(&b, "\nPlans the placer accepted but a node's allocator refused (undone and requeued): %s.\n", strings.Join(refused, ", "))
 		}
 	}
+	writeSeeds(&b, r.AcrossSeeds)
 	_, err := io.WriteString(w, b.String())
 	return err
 }

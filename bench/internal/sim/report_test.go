@@ -70,3 +70,28 @@ func TestReports(t *testing.T) {
 		t.Errorf("unknown baseline: %v", err)
 	}
 }
+
+func TestSummarizeSeeds(t *testing.T) {
+	sc := func(machine string, nodes int, resp, mk float64) *ScenarioResult {
+		return &ScenarioResult{Machine: machine, Nodes: nodes, Baseline: "k8s", Strategies: []StrategyResult{
+			{Strategy: "k8s", ResponseRatio: 1, MakespanRatio: 1},
+			{Strategy: "finegrain", ResponseRatio: resp, MakespanRatio: mk},
+		}}
+	}
+	got := SummarizeSeeds([]*ScenarioResult{sc("m", 4, 0.8, 0.9), sc("m", 16, 0.5, 0.5), sc("m", 4, 0.6, 1.1)})
+	if len(got) != 2 {
+		t.Fatalf("%d summaries, want the 4-node group's 2 strategies: %+v", len(got), got)
+	}
+	f := got[1]
+	if f.Strategy != "finegrain" || f.Seeds != 2 || !near(f.ResponseRatio.Mean, 0.7) || f.ResponseRatio.Min != 0.6 ||
+		f.ResponseRatio.Max != 0.8 || !near(f.MakespanRatio.Mean, 1) {
+		t.Errorf("summary %+v", f)
+	}
+	var b bytes.Buffer
+	if err := WriteMarkdown(&b, &Report{AcrossSeeds: got}); err != nil {
+		t.Fatal(err)
+	}
+	if want := "| finegrain | -30.0 % (-40.0 % … -20.0 %) | +0.0 % (-10.0 % … +10.0 %) |"; !strings.Contains(b.String(), want) {
+		t.Errorf("markdown lacks %q:\n%s", want, b.String())
+	}
+}
