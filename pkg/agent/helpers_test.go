@@ -119,7 +119,7 @@ func (h *countingHooks) CheckpointWritten(_ time.Duration, err error) {
 
 // env is one agent under test with every fake it talks to.
 type env struct {
-	t        *testing.T
+	t        testing.TB
 	a        *Agent
 	client   *fake.Clientset
 	cg       *cgrouptest.Recorder
@@ -154,7 +154,7 @@ type envOpts struct {
 }
 
 // testTopology has two NUMA nodes of four single-thread cores: 0-3 and 4-7.
-func testTopology(t *testing.T) *topology.Topology {
+func testTopology(t testing.TB) *topology.Topology {
 	topo, err := topology.Synthetic(topology.Shape{Sockets: 2, NUMAPerSocket: 1, L3PerNUMA: 1, CoresPerL3: 4, ThreadsPerCore: 1, MemoryPerNUMA: 1 << 30})
 	if err != nil {
 		t.Fatal(err)
@@ -162,7 +162,7 @@ func testTopology(t *testing.T) *topology.Topology {
 	return topo
 }
 
-func newEnv(t *testing.T, o envOpts) *env {
+func newEnv(t testing.TB, o envOpts) *env {
 	t.Helper()
 	e := &env{t: t, store: o.store, cg: o.cg, events: record.NewFakeRecorder(1000),
 		hooks: &countingHooks{failures: map[ErrorReason]int{}}, kubelet: &kubeletStub{policy: "none"}}
@@ -272,6 +272,11 @@ func (e *env) container(p *corev1.Pod, id string) cgroup.ContainerRef {
 	}
 	e.cg.Add(ref, cgroup.Resources{CPUs: cpuset.New(0, 1, 2, 3, 4, 5, 6, 7), Mems: cpuset.New(0, 1)})
 	return ref
+}
+
+func vanished(ref cgroup.ContainerRef) cgwatch.Event {
+	return cgwatch.Event{Kind: cgwatch.Vanished, Time: time.Now(),
+		Loc: cgroup.Location{Level: cgroup.LevelContainer, QOS: ref.Pod.QOS, Pod: ref.Pod.UID, Container: ref.Container}}
 }
 
 func (e *env) appeared(ref cgroup.ContainerRef) Report {
