@@ -9,7 +9,7 @@
 // manager. How long a job runs is decided by an explicit runtime model (Model) whose factors and
 // defaults docs/simulator.md justifies.
 //
-// The package is pure computation: it reads trace and model files only through the decoders it
-// is handed bytes for, and it must not talk to an API server, touch cgroups, or read the clock
-// (simulated time only), so that a seed always gives the same result.
+// The package computes and decodes: traces and model files come in as bytes, and the only thing
+// it reads itself is a sysfs tree named to LoadMachine. It must not talk to an API server, touch
+// cgroups, or read the clock (simulated time only), so that a seed always gives the same result.
 package sim
