@@ -182,6 +182,10 @@ func (a *Agent) recordLocked(w write, res cgroup.Result, err error, now time.Tim
 	case w.exclusive && !c.pinned:
 		c.pinned = true
 		window := now.Sub(c.seen)
+		if c.via == PathDecide && len(res.Changes) == 0 {
+			// The runtime created the cgroup with the pin: the container never ran without it.
+			window = 0
+		}
 		a.hooks.PinWritten(c.via, window)
 		a.log.Info("pinned container", "container", w.ref.String(), "podUID", string(w.ref.Pod.UID), "name", c.name,
 			"cpus", w.want.CPUs.String(), "mems", w.want.Mems.String(), "via", string(c.via), "window", window)

@@ -20,8 +20,14 @@ type ContainerRequest struct {
 	PodUID    string
 	Container string
 	// ID is the runtime's container ID when the caller knows it; the agent then names the
-	// container's cgroup without asking the runtime. The zero value is ignored.
+	// container's cgroup without asking the runtime, and counts its pin as made at creation
+	// (PathDecide) once the cgroup is seen carrying it. The zero value is ignored.
 	ID cgroup.ContainerID
+	// SharedIfUnknown gives a container of a pod the agent does not know (a static pod, or one the
+	// informer has not delivered before ctx ended) the shared pool instead of ErrUnknownPod,
+	// unless the agent holds an exclusive entry for it (restored from its checkpoint while the
+	// API server was unreachable).
+	SharedIfUnknown bool
 }
 
 // Decision is what a container must be created with.
@@ -46,13 +52,16 @@ type Decision struct {
 // the allocator's typed error (*policy.NoFitError, ...), so the caller can refuse it.
 func (a *Agent) Decide(ctx context.Context, req ContainerRequest) (Decision, error) {
 	ps, err := a.waitPod(ctx, req.PodUID)
+	if errors.Is(err, ErrUnknownPod) {
+		return a.decideUnknown(req, err)
+	}
 	if err != nil {
 		return Decision{}, err
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.refusing != "" {
-		return Decision{}, fmt.Errorf("container %q of pod %s: %w: %s", req.Container, req.PodUID, errRefusing, a.refusing)
+		return Decision{}, fmt.Errorf("container %q of pod %s: %w: %s", req.Container, req.PodUID, ErrNotActing, a.refusing)
 	}
 	st := a.st
 	ct, ok := ps.info.Container(req.Container)
@@ -61,6 +70,10 @@ func (a *Agent) Decide(ctx context.Context, req ContainerRequest) (Decision, err
 	}
 	if req.ID != (cgroup.ContainerID{}) && req.ID.Validate() == nil {
 		ps.ids[req.ID] = req.Container
+		if ps.decided == nil {
+			ps.decided = map[cgroup.ContainerID]bool{}
+		}
+		ps.decided[req.ID] = true
 	}
 	key := policy.Key{PodUID: req.PodUID, Container: req.Container}
 	d := Decision{NUMANode: -1}
@@ -82,6 +95,27 @@ func (a *Agent) Decide(ctx context.Context, req ContainerRequest) (Decision, err
 	if !d.Exclusive {
 		d.Resources = cgroup.Resources{CPUs: d.SharedCPUs, Mems: d.SharedMems, CPUQuota: ct.Shared.CPUQuota, MemoryLimit: ct.Shared.MemoryLimit}
 	}
+	return d, nil
+}
+
+// decideUnknown answers for a pod the agent does not know: its exclusive entry when the agent
+// holds one, the shared pool when the caller accepts it, the unknown-pod error otherwise.
+func (a *Agent) decideUnknown(req ContainerRequest, unknown error) (Decision, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.refusing != "" {
+		return Decision{}, fmt.Errorf("container %q of pod %s: %w: %s", req.Container, req.PodUID, ErrNotActing, a.refusing)
+	}
+	d := Decision{NUMANode: -1, SharedCPUs: a.st.alloc.SharedCPUs(), SharedMems: a.mems}
+	if asg, ok := a.st.alloc.Lookup(policy.Key{PodUID: req.PodUID, Container: req.Container}); ok {
+		d.Exclusive, d.NUMANode = true, asg.NUMANode
+		d.Resources = cgroup.Resources{CPUs: asg.CPUs, Mems: asg.Mems}
+		return d, nil
+	}
+	if !req.SharedIfUnknown {
+		return Decision{}, unknown
+	}
+	d.Resources = cgroup.Resources{CPUs: d.SharedCPUs, Mems: d.SharedMems}
 	return d, nil
 }
 
@@ -107,7 +141,7 @@ func (a *Agent) waitPod(ctx context.Context, uid string) (*podState, error) {
 		a.mu.Lock()
 		if !a.started {
 			a.mu.Unlock()
-			return nil, fmt.Errorf("pod %s: %w: it has not finished starting", uid, errRefusing)
+			return nil, fmt.Errorf("pod %s: %w: it has not finished starting", uid, ErrNotActing)
 		}
 		if ps := a.st.pods[uid]; ps != nil {
 			a.mu.Unlock()

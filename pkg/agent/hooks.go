@@ -20,8 +20,9 @@ const (
 	PathScan Path = "scan"
 	// PathStartup: the listing at start-up.
 	PathStartup Path = "startup"
-	// PathDecide: a synchronous caller (an NRI plugin) through Decide.
-	PathDecide Path = "decide"
+	// PathDecide: a synchronous caller (the NRI plugin) through Decide, before the container
+	// existed.
+	PathDecide Path = "nri"
 )
 
 // ErrorReason classifies what went wrong, for logs and error counters.
@@ -45,7 +46,8 @@ const (
 type Hooks interface {
 	// PinWritten: an exclusive pin reached a container's cgroup for the first time. window runs
 	// from when the agent noticed the cgroup (the inotify event for PathInotify; for the other
-	// paths the moment of noticing, so a lower bound) to the end of the write.
+	// paths the moment of noticing, so a lower bound) to the end of the write; it is zero for
+	// PathDecide when the runtime created the cgroup already carrying the pin.
 	PinWritten(path Path, window time.Duration)
 	// Allocated and Released: exclusive CPUs were handed out or returned.
 	Allocated(a policy.Assignment)

@@ -153,7 +153,7 @@ func TestKubeletStaticPolicy(t *testing.T) {
 	if evs := e.eventsWith(ReasonKubeletStaticPolicy); len(evs) != 1 {
 		t.Errorf("node events %v, want exactly one %s", evs, ReasonKubeletStaticPolicy)
 	}
-	if _, err := e.a.Decide(context.Background(), ContainerRequest{PodUID: string(sys.UID), Container: "c0"}); !errors.Is(err, errRefusing) {
+	if _, err := e.a.Decide(context.Background(), ContainerRequest{PodUID: string(sys.UID), Container: "c0"}); !errors.Is(err, ErrNotActing) {
 		t.Errorf("Decide while refusing = %v", err)
 	}
 	e.kubelet.policy = "none"

@@ -43,6 +43,9 @@ type Options struct {
 	// Inotify enables the fast path; without it new containers are found through the pods'
 	// statuses and the periodic scan.
 	Inotify bool
+	// SyncDecisions says a synchronous caller (the NRI plugin) decides every container at its
+	// creation through Decide; Snapshot then lists PathDecide first.
+	SyncDecisions bool
 	// ReconcileInterval is the drift check period; FullResyncInterval the period at which every
 	// container's quota and memory limit are re-applied too.
 	ReconcileInterval  time.Duration

@@ -131,5 +131,6 @@ func (a *Agent) kubeletAllows() bool {
 	return false
 }
 
-// errRefusing is returned to synchronous callers while the agent refuses to act.
-var errRefusing = errors.New("the node agent is not acting")
+// ErrNotActing is returned to synchronous callers while the agent has not finished starting or
+// refuses to act (a kubelet running the static CPU manager policy).
+var ErrNotActing = errors.New("the node agent is not acting")

@@ -69,6 +69,9 @@ func (a *Agent) Snapshot() Snapshot {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	s := Snapshot{Node: a.opts.NodeName, Started: a.started, Refusing: a.refusing, APISynced: a.apiSynced}
+	if a.opts.SyncDecisions {
+		s.Paths = append(s.Paths, PathDecide)
+	}
 	if a.d.Watcher != nil {
 		s.Paths = append(s.Paths, PathInotify)
 	}

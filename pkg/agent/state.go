@@ -29,8 +29,10 @@ type state struct {
 // podState is one pod of this node as the API server last described it.
 type podState struct {
 	info classify.Pod
-	// ids names container IDs learnt from the status, the runtime or a Decide caller.
-	ids map[cgroup.ContainerID]string
+	// ids names container IDs learnt from the status, the runtime or a Decide caller; decided
+	// holds those a Decide caller named before the container existed (nil until one did).
+	ids     map[cgroup.ContainerID]string
+	decided map[cgroup.ContainerID]bool
 	// reported holds the problems and allocation failures already sent as events, so each is
 	// reported once.
 	reported map[string]bool
@@ -63,15 +65,24 @@ func newState(alloc *policy.Allocator) *state {
 	return &state{alloc: alloc, pods: map[string]*podState{}, ctrs: map[cgroup.ContainerRef]*ctrState{}}
 }
 
-// nameOf fills in a container's name from what its pod's status or an earlier caller told.
+// nameOf fills in a container's name from what its pod's status or an earlier caller told, and
+// marks a container a Decide caller created with its decision (PathDecide) as noticed that way.
 func (s *state) nameOf(c *ctrState) {
-	if c.name != "" || c.sandbox {
+	if c.sandbox {
 		return
 	}
-	if ps := s.pods[string(c.ref.Pod.UID)]; ps != nil {
-		if n, ok := ps.ids[c.ref.Container]; ok {
-			c.name = n
-		}
+	ps := s.pods[string(c.ref.Pod.UID)]
+	if ps == nil {
+		return
+	}
+	if ps.decided[c.ref.Container] && !c.pinned {
+		c.via = PathDecide
+	}
+	if c.name != "" {
+		return
+	}
+	if n, ok := ps.ids[c.ref.Container]; ok {
+		c.name = n
 	}
 }
 
