@@ -131,8 +131,12 @@ func (r *reporting) run(ctx context.Context, a *agent.Agent, nodeName string, cl
 	return first
 }
 
-func pinsView(node string, src report.Source, opts report.Options, pub *report.Publisher) inspect.Pins {
-	v := inspect.FromSnapshot(node, inspect.SourceAgent, src.Snapshot(), opts)
+func pinsView(node string, src agentSource, opts report.Options, pub *report.Publisher) inspect.Pins {
+	snap := src.a.Snapshot()
+	v := inspect.FromSnapshot(node, inspect.SourceAgent, fromAgent(snap), opts)
+	for _, p := range snap.Paths {
+		v.Paths = append(v.Paths, string(p))
+	}
 	if pub != nil {
 		st := pub.Status()
 		v.Published = &st

@@ -27,7 +27,8 @@ Runs the node agent on this node (normally as the finegrain DaemonSet): containe
 labelled finegrain.dev/pinning=exclusive get exclusive cores of one NUMA node for their integer
 CPU request, every other container under kubepods runs in the shared pool with the configured
 CPU quota and memory limit, drift is repaired every --reconcile-interval, and the state survives
-restarts in --checkpoint. It refuses to act next to a kubelet running the static CPU manager
+restarts in --checkpoint. Where the runtime offers NRI (containerd >= 2.0) it decides each
+container's CPUs at its creation (--nri), otherwise it watches new cgroups with inotify. It refuses to act next to a kubelet running the static CPU manager
 policy. It serves /healthz, /readyz, /metrics and /pins on --inspect-address and publishes the
 node's NodeResourceTopology object (--publish-nrt).
 `
@@ -36,6 +37,7 @@ node's NodeResourceTopology object (--publish-nrt).
 type runOptions struct {
 	agent     agent.Options
 	reporting reportingOptions
+	nri       nriOptions
 	logLevel  slog.Level
 	logJSON   bool
 }
@@ -74,6 +76,7 @@ func parseRunFlags(args []string, stderr io.Writer, getenv func(string) string) 
 	fs.DurationVar(&a.KubeletCheckInterval, "kubelet-check-interval", a.KubeletCheckInterval, "period at which the kubelet's CPU manager policy is re-read")
 	fs.DurationVar(&a.StartupAPITimeout, "startup-api-timeout", a.StartupAPITimeout, "wait at most this long for the pod list at start, then enforce from the checkpoint")
 	addReportingFlags(fs, &o.reporting)
+	addNRIFlags(fs, &o.nri)
 	fs.TextVar(&o.logLevel, "log-level", slog.LevelInfo, "debug, info, warn or error")
 	fs.StringVar(&logFormat, "log-format", "json", "json or text")
 	if err := fs.Parse(args); err != nil {
@@ -99,6 +102,9 @@ func parseRunFlags(args []string, stderr io.Writer, getenv func(string) string) 
 		return o, fmt.Errorf("--cpu-cfs-period %s: want a positive whole number of microseconds", period)
 	}
 	a.Classify.CPUPeriodUS = uint64(period / time.Microsecond)
+	if err := o.nri.plugin.Validate(); err != nil {
+		return o, fmt.Errorf("--nri-*: %w", err)
+	}
 	switch logFormat {
 	case "json", "text":
 		o.logJSON = logFormat == "json"
@@ -143,6 +149,7 @@ func serve(ctx context.Context, opts runOptions, log *slog.Logger) error {
 		return err
 	}
 	opts.agent.Hooks = rep.hooks()
+	useNRI := selectPath(&opts, log)
 	a, err := agent.New(opts.agent, log)
 	if err != nil {
 		return err
@@ -158,6 +165,10 @@ func serve(ctx context.Context, opts runOptions, log *slog.Logger) error {
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	plugged, err := runNRI(ctx, opts.nri, useNRI, a, rep.registry, log)
+	if err != nil {
+		return err
+	}
 	reported := make(chan error, 1)
 	go func() {
 		err := rep.run(ctx, a, opts.agent.NodeName, dyn, a.Topology(), !opts.agent.AllowSplitCores)
@@ -168,5 +179,5 @@ func serve(ctx context.Context, opts runOptions, log *slog.Logger) error {
 	}()
 	err = a.Run(ctx)
 	cancel()
-	return errors.Join(err, <-reported)
+	return errors.Join(err, <-reported, <-plugged)
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 )
@@ -23,6 +24,9 @@ func WriteTable(w io.Writer, v Pins, now time.Time) error {
 	}
 	if v.Fingerprint != "" {
 		fmt.Fprintf(bw, "  pods fingerprint %s\n", v.Fingerprint)
+	}
+	if len(v.Paths) > 0 {
+		fmt.Fprintf(bw, "  new containers found through %s\n", strings.Join(v.Paths, ", "))
 	}
 	if p := v.Published; p != nil {
 		switch {

@@ -47,6 +47,9 @@ type Pins struct {
 	Containers []Container `json:"containers"`
 	// Published is what the agent last published (agent views only).
 	Published *report.Status `json:"published,omitempty"`
+	// Paths are how the agent learns of new containers, fastest first: nri (pinned at creation),
+	// inotify, informer, scan (agent views only).
+	Paths []string `json:"paths,omitempty"`
 }
 
 // NUMANode is one NUMA node's CPU counts.

@@ -149,6 +149,7 @@ func TestFromNRTRejectsForeignObjects(t *testing.T) {
 }
 
 const wantTable = `Node node-a (from agent): generation 17, shared pool 2-3,7,10-11,15, reserved 0,8
+  new containers found through nri, informer, scan
   NodeResourceTopology published generation 16 1.5s ago
 
 NUMA NODE  CPUS  ALLOCATABLE  FREE  FREE CORES  AVAILABLE  FREE CPUS
@@ -167,6 +168,7 @@ func TestWriteTable(t *testing.T) {
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	v := FromSnapshot("node-a", SourceAgent, s, report.Options{WholeCores: true})
 	v.Published = &report.Status{Generation: 16, At: now.Add(-1500 * time.Millisecond)}
+	v.Paths = []string{"nri", "informer", "scan"}
 	var b bytes.Buffer
 	if err := WriteTable(&b, v, now); err != nil {
 		t.Fatal(err)
