@@ -150,9 +150,10 @@ wait_for() {
   done
 }
 
-# kube_bin: build (or reuse the cached) Kubernetes binaries and print their directory.
+# kube_bin: build (or reuse the cached) Kubernetes binaries and print their directory; the
+# build's progress goes to stderr (a cold build takes minutes).
 kube_bin() {
-  "$FG_ROOT/hack/k8s/build.sh" --quiet
+  "$FG_ROOT/hack/k8s/build.sh"
 }
 
 # cluster_up: true when every daemon of a started cluster still runs.

@@ -2,8 +2,8 @@
 # Builds the Kubernetes components of the local cluster (kube-apiserver, kube-controller-manager,
 # kube-scheduler, kubelet, kubectl) from the wrapper module next to this script, and caches them.
 #
-# Usage: hack/k8s/build.sh [--quiet]
-# Prints the directory holding the binaries as the last line of stdout. Progress goes to stderr.
+# Usage: hack/k8s/build.sh
+# Prints the directory holding the binaries on stdout. Progress goes to stderr.
 #
 # The cache lives outside git, in $FINEGRAIN_CACHE (default ~/.cache/finegrain), under a key made
 # of the Kubernetes version and a hash of go.mod + go.sum: a second run with the same module
@@ -12,10 +12,8 @@
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-quiet=0
-[ "${1:-}" = "--quiet" ] && quiet=1
 
-say() { [ "$quiet" -eq 1 ] || echo "k8s-build: $*" >&2; }
+say() { echo "k8s-build: $*" >&2; }
 die() { echo "k8s-build: $*" >&2; exit 1; }
 
 command -v go >/dev/null || die "go is not on PATH; install Go 1.26 into /usr/local/go and add /usr/local/go/bin to PATH"
