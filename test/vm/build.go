@@ -41,13 +41,10 @@ func buildOne(ctx context.Context, goTool, moduleDir, outDir string, j Job, log 
 	if err != nil {
 		return guestBinary{}, fmt.Errorf("find package %s: %w", j.Package, err)
 	}
-	name := strings.ReplaceAll(strings.TrimPrefix(j.Package, "./"), "/", "_")
+	name := j.binaryName()
 	args := []string{"test", "-c"}
 	if j.Program {
-		name += ".bin"
 		args = []string{"build"}
-	} else {
-		name += ".test"
 	}
 	out := filepath.Join(outDir, name)
 	args = append(args, "-o", out, j.Package)

@@ -3,6 +3,7 @@ package vm
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 )
 
@@ -25,6 +26,9 @@ type Job struct {
 	Package string `json:"package"`
 	// Program runs the package's main program (go build) instead of its tests (go test -c).
 	Program bool `json:"program,omitempty"`
+	// Helper installs the binary at GuestPath without running it, for other jobs to start: a
+	// workload program that a benchmark drives, say.
+	Helper bool `json:"helper,omitempty"`
 	// Args are appended to the binary's command line; tests already get -test.v, -test.count=1
 	// and -test.timeout.
 	Args []string `json:"args,omitempty"`
@@ -55,13 +59,18 @@ func (c Config) Validate() error {
 	if err := c.Machine.Validate(); err != nil {
 		return fmt.Errorf("configuration %s: %w", c.Name, err)
 	}
-	if len(c.Jobs) == 0 {
-		return fmt.Errorf("configuration %s runs no packages", c.Name)
-	}
+	runs := false
 	for _, j := range c.Jobs {
 		if !strings.HasPrefix(j.Package, "./") || strings.Contains(j.Package, "..") {
 			return fmt.Errorf("configuration %s: package %q must be a path inside the module starting with ./", c.Name, j.Package)
 		}
+		if j.Helper && !j.Program {
+			return fmt.Errorf("configuration %s: helper %s must be a program", c.Name, j.Package)
+		}
+		runs = runs || !j.Helper
+	}
+	if !runs {
+		return fmt.Errorf("configuration %s runs no packages", c.Name)
 	}
 	return nil
 }
@@ -78,9 +87,23 @@ func (c Config) kernelArgs() string {
 	return strings.Join(args, " ")
 }
 
-// Lookup returns the configuration of the standard matrix with the given name.
+// GuestPath is where a job's binary lies inside the guest.
+func (j Job) GuestPath() string { return guestBin + "/" + j.binaryName() }
+
+// binaryName is the job's file name under /finegrain/bin: the package path with / turned to _,
+// and .test for a test binary or .bin for a program.
+func (j Job) binaryName() string {
+	name := strings.ReplaceAll(strings.TrimPrefix(j.Package, "./"), "/", "_")
+	if j.Program {
+		return name + ".bin"
+	}
+	return name + ".test"
+}
+
+// Lookup returns the configuration with the given name, from the standard matrix or the opt-in
+// configurations of Extra.
 func Lookup(name string) (Config, bool) {
-	for _, c := range Matrix() {
+	for _, c := range append(Matrix(), Extra()...) {
 		if c.Name == name {
 			return c, true
 		}
@@ -88,8 +111,8 @@ func Lookup(name string) (Config, bool) {
 	return Config{}, false
 }
 
-// Select returns the configurations of the standard matrix named in a comma-separated list, or
-// all of them for an empty list.
+// Select returns the configurations named in a comma-separated list, or the whole standard
+// matrix for an empty list.
 func Select(names string) ([]Config, error) {
 	all := Matrix()
 	if strings.TrimSpace(names) == "" {
@@ -99,9 +122,9 @@ func Select(names string) ([]Config, error) {
 	for _, name := range strings.Split(names, ",") {
 		c, ok := Lookup(strings.TrimSpace(name))
 		if !ok {
-			known := make([]string, len(all))
-			for i, k := range all {
-				known[i] = k.Name
+			var known []string
+			for _, k := range append(all, Extra()...) {
+				known = append(known, k.Name)
 			}
 			return nil, fmt.Errorf("no configuration named %q; known: %s", name, strings.Join(known, ", "))
 		}
@@ -141,4 +164,25 @@ func OnlyPackages(cfgs []Config, pkgs string) ([]Config, error) {
 		}
 	}
 	return out, nil
+}
+
+// WithTestRun makes every test job of cfgs run only the tests matching regex (its -test.run),
+// replacing the job's own selection. An empty regex changes nothing.
+func WithTestRun(cfgs []Config, regex string) []Config {
+	if regex == "" {
+		return cfgs
+	}
+	out := make([]Config, len(cfgs))
+	for i, c := range cfgs {
+		jobs := make([]Job, len(c.Jobs))
+		for k, j := range c.Jobs {
+			if !j.Program {
+				j.Args = append(slices.Clone(j.Args), "-test.run", regex)
+			}
+			jobs[k] = j
+		}
+		c.Jobs = jobs
+		out[i] = c
+	}
+	return out
 }

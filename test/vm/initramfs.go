@@ -143,6 +143,9 @@ mount -t tmpfs -o mode=755 tmpfs /run || fail mount /run
 	fmt.Fprintf(&b, "export %s=%s %s=%s\n", EnvName, cfg.Name, EnvSpec, guestSpec)
 	fmt.Fprintf(&b, "echo %s:up\n", m)
 	for i, bin := range bins {
+		if bin.job.Helper {
+			continue
+		}
 		args := []string{path.Join(guestBin, bin.name)}
 		if !bin.job.Program {
 			args = append(args, "-test.v", "-test.count=1", "-test.timeout="+testTimeout.String())

@@ -116,7 +116,11 @@ func TestInitramfsHoldsJobsAndTestdata(t *testing.T) {
 	if strings.Contains(got, "notdata") {
 		t.Errorf("initramfs holds package files outside testdata:\n%s", out)
 	}
-	script := initScript(cfg, bins, "N0NCE", time.Minute)
+	helper := guestBinary{job: Job{Package: "./pkg/helper", Program: true, Helper: true}, name: "pkg_helper.bin"}
+	script := initScript(cfg, append(bins, helper), "N0NCE", time.Minute)
+	if strings.Contains(script, "pkg_helper.bin") {
+		t.Errorf("init script runs the helper:\n%s", script)
+	}
 	for _, want := range []string{
 		"mount -t cgroup -o $h cgroup /sys/fs/cgroup/$h",
 		"export FINEGRAIN_VM=v1-2numa-smt FINEGRAIN_VM_SPEC=/finegrain/vm.json",

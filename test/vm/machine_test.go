@@ -9,7 +9,7 @@ import (
 
 func TestMatrixIsValid(t *testing.T) {
 	seen := map[string]bool{}
-	for _, c := range Matrix() {
+	for _, c := range append(Matrix(), Extra()...) {
 		if err := c.Validate(); err != nil {
 			t.Error(err)
 		}
@@ -134,6 +134,21 @@ func TestConfigValidateAndSelect(t *testing.T) {
 	if err := bad.Validate(); err == nil || !strings.Contains(err.Error(), `cgroup mode "v3"`) {
 		t.Errorf("cgroup v3: %v", err)
 	}
+	bad = c
+	bad.Jobs = []Job{{Package: "./bench/worker", Helper: true}}
+	if err := bad.Validate(); err == nil || !strings.Contains(err.Error(), "helper ./bench/worker must be a program") {
+		t.Errorf("helper test binary: %v", err)
+	}
+	bad.Jobs[0].Program = true
+	if err := bad.Validate(); err == nil || !strings.Contains(err.Error(), "runs no packages") {
+		t.Errorf("only helpers: %v", err)
+	}
+	if got := (Job{Package: "./bench/worker", Program: true}).GuestPath(); got != "/finegrain/bin/bench_worker.bin" {
+		t.Errorf("GuestPath = %s", got)
+	}
+	if got, err := Select("v2-2numa-pinning-bench"); err != nil || len(got) != 1 {
+		t.Errorf("Select of an extra configuration = %v, %v", got, err)
+	}
 	if _, err := Select("v2-2numa-smt,nope"); err == nil || !strings.Contains(err.Error(), `"nope"; known: v2-2numa-smt`) {
 		t.Errorf("Select unknown: %v", err)
 	}
@@ -146,5 +161,17 @@ func TestConfigValidateAndSelect(t *testing.T) {
 	}
 	if _, err := OnlyPackages(Matrix(), "pkg/topology"); err == nil || !strings.Contains(err.Error(), "./pkg/name") {
 		t.Errorf("OnlyPackages without ./: %v", err)
+	}
+}
+
+func TestWithTestRun(t *testing.T) {
+	c, _ := Lookup("v2-2numa-smt")
+	got := WithTestRun([]Config{c}, "^TestGuestCPU")
+	want := []string{"-test.run", "^TestGuest", "-test.run", "^TestGuestCPU"}
+	if diff := cmp.Diff(want, got[0].Jobs[0].Args); diff != "" {
+		t.Errorf("args (-want +got):\n%s", diff)
+	}
+	if len(c.Jobs[0].Args) != 2 {
+		t.Errorf("WithTestRun changed the original configuration: %v", c.Jobs[0].Args)
 	}
 }

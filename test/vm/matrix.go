@@ -70,3 +70,24 @@ func Matrix() []Config {
 		},
 	}
 }
+
+// Extra returns opt-in configurations, booted only when named (-config): they take too long for
+// every CI run.
+func Extra() []Config {
+	worker := Job{Package: "./bench/worker", Program: true, Helper: true}
+	return []Config{{
+		Name: "v2-2numa-pinning-bench",
+		About: "the pinning benchmark (bench/pinning: alone, unmanaged beside a noisy neighbour, exclusive) " +
+			"in the 2-NUMA guest; under TCG it shows placement, not speed",
+		Machine: dualSocketSMT(),
+		Cgroup:  CgroupV2,
+		Jobs: []Job{worker, {
+			Package: "./bench/pinning", Program: true,
+			Args: []string{
+				"-worker", worker.GuestPath(), "-scenarios", "alone,unmanaged,exclusive",
+				"-repeats", "3", "-duration", "2s", "-n", "256", "-ntimes", "5",
+				"-noise-threads", "4", "-noise-mib", "64", "-out", "/tmp/pinning", "-o", "table",
+			},
+		}},
+	}}
+}

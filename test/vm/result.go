@@ -10,7 +10,8 @@ import (
 // JobResult is what one job did inside a guest.
 type JobResult struct {
 	Job Job
-	// ExitCode is the binary's exit status, or -1 when it never finished.
+	// ExitCode is the binary's exit status, or -1 when it never finished (or, for a helper, never
+	// ran).
 	ExitCode int
 	// Output is everything the binary printed on the console.
 	Output string
@@ -55,7 +56,7 @@ func (r Result) Err() error {
 	}
 	var failed []string
 	for _, j := range last.Jobs {
-		if j.ExitCode != 0 {
+		if j.ExitCode != 0 && !j.Job.Helper {
 			failed = append(failed, fmt.Sprintf("%s (exit %d)", j.Job.Package, j.ExitCode))
 		}
 	}
@@ -93,7 +94,7 @@ func WriteReport(w io.Writer, results []Result) {
 			continue
 		}
 		for _, j := range last.Jobs {
-			if j.ExitCode != 0 {
+			if j.ExitCode != 0 && !j.Job.Helper {
 				fmt.Fprintf(w, "\n=== %s: %s (exit %d)\n%s", r.Config.Name, j.Job.Package, j.ExitCode, j.Output)
 			}
 		}

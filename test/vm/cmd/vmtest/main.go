@@ -20,6 +20,7 @@ import (
 type options struct {
 	configs       string
 	packages      string
+	run           string
 	list          bool
 	fetchKernel   bool
 	accel         string
@@ -38,6 +39,7 @@ func parseFlags(args []string) (options, error) {
 	fs := flag.NewFlagSet("vmtest", flag.ContinueOnError)
 	fs.StringVar(&o.configs, "config", "", "comma-separated configurations to boot (default: all; see -list)")
 	fs.StringVar(&o.packages, "packages", "", "comma-separated packages (./pkg/name) to run, dropping the others' jobs (default: all)")
+	fs.StringVar(&o.run, "run", "", "run only the guest tests matching this regular expression (their -test.run)")
 	fs.BoolVar(&o.list, "list", false, "list the configurations and exit")
 	fs.BoolVar(&o.fetchKernel, "fetch-kernel", false, "fetch and cache the guest kernel, print its path and exit")
 	fs.StringVar(&o.accel, "accel", vm.AccelAuto, "qemu accelerator: auto (KVM only when a test boot works), tcg or kvm")
@@ -83,6 +85,7 @@ func run(ctx context.Context, o options, log *slog.Logger) error {
 	if cfgs, err = vm.OnlyPackages(cfgs, o.packages); err != nil {
 		return err
 	}
+	cfgs = vm.WithTestRun(cfgs, o.run)
 	if o.list {
 		for _, c := range cfgs {
 			fmt.Printf("%-26s %s\n", c.Name, c.About)
