@@ -1,0 +1,110 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"text/tabwriter"
+	"time"
+)
+
+// summary describes a set of durations (nearest-rank percentiles).
+type summary struct {
+	N   int           `json:"n"`
+	P50 time.Duration `json:"p50Ns"`
+	P99 time.Duration `json:"p99Ns"`
+	Max time.Duration `json:"maxNs"`
+}
+
+func summarize(ds []time.Duration) summary {
+	if len(ds) == 0 {
+		return summary{}
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	rank := func(p float64) time.Duration {
+		i := int(math.Ceil(p/100*float64(len(s)))) - 1
+		return s[max(0, min(i, len(s)-1))]
+	}
+	return summary{N: len(s), P50: rank(50), P99: rank(99), Max: s[len(s)-1]}
+}
+
+// modeResult is one mode's samples and their summaries.
+type modeResult struct {
+	Pods int `json:"pods"`
+	// PinnedAtInit counts workers whose first affinity reading was their pin; Measured those
+	// whose reading and pin were both read.
+	PinnedAtInit int `json:"pinnedAtInit"`
+	Measured     int `json:"measured"`
+	// Vias counts the agent's account of how each pin was made.
+	Vias            map[string]int `json:"vias"`
+	Window          summary        `json:"window"`
+	Hook            summary        `json:"hook"`
+	CreateContainer summary        `json:"createContainer"`
+	Samples         []sample       `json:"samples"`
+}
+
+func summarizeMode(samples []sample) modeResult {
+	r := modeResult{Pods: len(samples), Vias: map[string]int{}, Samples: samples}
+	var window, hook, create []time.Duration
+	for _, s := range samples {
+		if s.Error != "" {
+			continue
+		}
+		r.Measured++
+		if s.PinnedAtInit {
+			r.PinnedAtInit++
+		}
+		if s.Via != "" {
+			r.Vias[s.Via]++
+			window = append(window, s.Window)
+		}
+		if s.Hook > 0 {
+			hook = append(hook, s.Hook)
+		}
+		if s.CreateContainer > 0 {
+			create = append(create, s.CreateContainer)
+		}
+	}
+	r.Window, r.Hook, r.CreateContainer = summarize(window), summarize(hook), summarize(create)
+	return r
+}
+
+// result is everything one run measured.
+type result struct {
+	Command string              `json:"command"`
+	Node    string              `json:"node"`
+	Modes   map[mode]modeResult `json:"modes"`
+}
+
+func us(d time.Duration) string { return fmt.Sprintf("%.1f µs", float64(d)/float64(time.Microsecond)) }
+func ms(d time.Duration) string { return fmt.Sprintf("%.2f ms", float64(d)/float64(time.Millisecond)) }
+
+// writeTable prints the result for people.
+func writeTable(w io.Writer, r result, modes []mode) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "PATH\tWORKERS\tFIRST AFFINITY = PIN\tAGENT'S ACCOUNT\tUNPINNED WINDOW p50 / p99 / max\tNRI HOOK p50 / p99\tCREATECONTAINER p50 / p99")
+	for _, m := range modes {
+		mr := r.Modes[m]
+		hook := "-"
+		if mr.Hook.N > 0 {
+			hook = us(mr.Hook.P50) + " / " + us(mr.Hook.P99)
+		}
+		create := "-"
+		if mr.CreateContainer.N > 0 {
+			create = ms(mr.CreateContainer.P50) + " / " + ms(mr.CreateContainer.P99)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d of %d\t%v\t%s / %s / %s\t%s\t%s\n", m, mr.Pods, mr.PinnedAtInit, mr.Measured, mr.Vias,
+			ms(mr.Window.P50), ms(mr.Window.P99), ms(mr.Window.Max), hook, create)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	nri, inotify := r.Modes[modeNRI], r.Modes[modeInotify]
+	if nri.CreateContainer.N > 0 && inotify.CreateContainer.N > 0 {
+		_, err := fmt.Fprintf(w, "CreateContainer with the plugin minus without (p50): %s\n", ms(nri.CreateContainer.P50-inotify.CreateContainer.P50))
+		return err
+	}
+	return nil
+}
