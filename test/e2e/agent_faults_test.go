@@ -8,12 +8,15 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/cpuset"
 
 	"github.com/finegrain-dev/finegrain/test/e2e/framework"
 )
@@ -127,22 +130,13 @@ func TestAgentContainerExitsEarly(t *testing.T) {
 }
 
 // TestAgentRefusesStaticKubelet runs in the static pass: next to a kubelet that pins containers
-// itself the agent stays unready, says why on the node, and leaves the kubelet's cpusets alone.
+// itself the agent stays unready, says why on the node, and writes no cgroup — a cpuset set by
+// hand (which an acting agent repairs within a second) stays as it is. (A Guaranteed 1-CPU pod
+// cannot take part: with CPU 0 reserved the node's allocatable is one CPU, and the agent's pod,
+// system-node-critical, would preempt it.)
 func TestAgentRefusesStaticKubelet(t *testing.T) {
 	c := framework.Setup(t)
 	c.RequireCPUManagerPolicy(t, "static")
-	ns := c.Namespace(t)
-	guaranteed := pinnedPod("kubelet-pinned", "1")
-	guaranteed.Labels = nil
-	c.CreatePod(t, ns, guaranteed)
-	pod := c.WaitForPod(t, ns, guaranteed.Name, "running", framework.PodStartTimeout, framework.Running)
-	kubeletPin, _, dir, err := cpusetOf(pod, "worker")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if kubeletPin.Size() != 1 {
-		t.Fatalf("the static kubelet gave %s %s, want one exclusive CPU", dir, kubeletPin)
-	}
 	deployAgent(t, c, false)
 	framework.Eventually(t, "the agent to report the static policy on its node and in /readyz", 30*time.Second, func(ctx context.Context) error {
 		code, body, err := agentGet(ctx, "/readyz")
@@ -161,13 +155,25 @@ func TestAgentRefusesStaticKubelet(t *testing.T) {
 		}
 		return nil
 	})
-	framework.Consistently(t, "the kubelet's pin to stay as the kubelet wrote it", 2*time.Second, func(context.Context) error {
+	ns := c.Namespace(t)
+	c.CreatePod(t, ns, framework.Pod("idle", framework.Container("worker", framework.WorkerImage)))
+	pod := c.WaitForPod(t, ns, "idle", "running", framework.PodStartTimeout, framework.Running)
+	_, _, dir, err := cpusetOf(pod, "worker")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hand := onlineCPUs(t).List()
+	mine := cpuset.New(hand[len(hand)-1])
+	if err := os.WriteFile(filepath.Join(dir, "cpuset.cpus"), []byte(mine.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	framework.Consistently(t, "the hand-written cpuset "+mine.String()+" to stay", 2*time.Second, func(context.Context) error {
 		cpus, _, _, err := cpusetOf(pod, "worker")
 		if err != nil {
 			return err
 		}
-		if !cpus.Equals(kubeletPin) {
-			return fmt.Errorf("%s changed from %s to %s", dir, kubeletPin, cpus)
+		if !cpus.Equals(mine) {
+			return fmt.Errorf("%s changed from %s to %s: the agent wrote it", dir, mine, cpus)
 		}
 		return nil
 	})
