@@ -2,9 +2,12 @@ package kerneltest
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"strconv"
 	"syscall"
 	"testing"
 	"time"
@@ -111,4 +114,31 @@ func (k *kernel) startInCgroup(n int, mode string, r cgroup.ContainerRef) *proc 
 		k.t.Fatalf("helper %d in %s not ready after 20 s", p.pid, dir)
 	}
 	return p
+}
+
+// TestGuestV2NoInternalProcesses shows the v2 rule the kubelet's tree lives by: a pod cgroup
+// that hands the memory controller to its containers may not hold processes itself (EBUSY), so
+// processes live only in the leaves, where the writer finds and pins them; the refused move
+// leaves the container's pin as it was.
+func TestGuestV2NoInternalProcesses(t *testing.T) {
+	m, k := guestKernel(t, cgroup.Cgroupfs)
+	if k.version != cgroup.V2 {
+		t.Skip("the no-internal-processes rule is cgroup v2's")
+	}
+	r := guestRef(t, 600, "Burstable")
+	k.addContainer(r)
+	core := lastCore(m, cpuNodes(m)[0])
+	k.apply(r, cgroup.Resources{CPUs: core, Mems: k.mems})
+	p := k.startInCgroup(2, "sleep", r)
+	ctr := k.dirs(r)[0]
+	pod := filepath.Dir(ctr)
+	err := os.WriteFile(filepath.Join(pod, "cgroup.procs"), []byte(strconv.Itoa(p.pid)), 0o644)
+	if !errors.Is(err, syscall.EBUSY) {
+		t.Errorf("moving a process into pod cgroup %s (subtree_control %q): %v, want EBUSY",
+			pod, k.read(pod, "cgroup.subtree_control"), err)
+	}
+	k.verify(p, core, k.mems)
+	if res := k.apply(r, cgroup.Resources{CPUs: core, Mems: k.mems}); len(res.Changes) != 0 {
+		t.Errorf("re-applying the pin wrote %v, want nothing", changes(res))
+	}
 }
