@@ -59,7 +59,7 @@ func DefaultOptions() Options {
 		ns = "finegrain-system"
 	}
 	return Options{
-		KubeAPIQPS: 200, KubeAPIBurst: 400,
+		KubeAPIQPS: 500, KubeAPIBurst: 1000,
 		MetricsAddress: ":8080",
 		LeaderElect:    true, LeaseNamespace: ns, LeaseName: "finegrain-placer",
 		LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second,
@@ -90,9 +90,14 @@ func Run(ctx context.Context, opts Options, log *slog.Logger) error {
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	// Events get a client of their own, so that their rate limit never delays a binding.
+	eventClient, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("make event API client: %w", err)
+	}
 	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
 	defer broadcaster.Shutdown()
-	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kube.CoreV1().Events("")})
+	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: eventClient.CoreV1().Events("")})
 	recorder := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: opts.Controller.SchedulerName})
 	c, err := controller.New(kube, dyn, recorder, reg, log, opts.Controller)
 	if err != nil {

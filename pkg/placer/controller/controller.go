@@ -62,7 +62,7 @@ type Options struct {
 func DefaultOptions() Options {
 	return Options{
 		SchedulerName:  v1alpha1.DefaultSchedulerName,
-		Parallelism:    16,
+		Parallelism:    64,
 		GangTimeout:    5 * time.Minute,
 		InitialBackoff: time.Second,
 		MaxBackoff:     time.Minute,
@@ -271,11 +271,11 @@ func (c *Controller) Run(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return nil
 		}
+		c.metrics.QueueLength.Set(float64(c.queue.Len()))
+		c.metrics.Assumed.Set(float64(len(c.assumed.pods)))
 		if c.scheduleOne(ctx) {
 			continue
 		}
-		c.metrics.QueueLength.Set(float64(c.queue.Len()))
-		c.metrics.Assumed.Set(float64(len(c.assumed.pods)))
 		c.wait(ctx)
 	}
 }

@@ -82,7 +82,7 @@ func (c *Controller) gangFailed(ctx context.Context, e *queue.Entry, u *unstruct
 	}
 	if timedOut {
 		c.metrics.GangFailures.WithLabelValues("timeout").Inc()
-		c.log.Info("gang timed out", "gang", e.Key, "waited", now.Sub(e.Created).Round(time.Second), "err", msg)
+		c.log.Info("gang timed out", "gang", e.Key, "waited", now.Sub(e.Created).Round(time.Second).String(), "err", msg)
 	}
 	changed := c.lastReason[e.Key] != reason+msg
 	c.lastReason[e.Key] = reason + msg
@@ -135,7 +135,7 @@ func (c *Controller) finish(ctx context.Context, op *bindOp) {
 		c.writeStatus(ctx, op.jobObj, op.status)
 		c.event(op.jobObj, false, ReasonBound, "%s", conditionMessage(op.status, ConditionScheduled))
 		c.log.Info("HPCJob bound", "job", op.job.Namespace+"/"+op.job.Name, "workers", op.status.Workers,
-			"nodes", op.status.Nodes, "took", now.Sub(op.started).Round(time.Millisecond))
+			"nodes", op.status.Nodes, "took", now.Sub(op.started).Round(time.Millisecond).String())
 	case opExpand:
 		c.writeStatus(ctx, op.jobObj, op.status)
 		c.event(op.jobObj, false, ReasonRescaled, "%s", conditionMessage(op.status, ConditionScheduled))
@@ -148,7 +148,7 @@ func (c *Controller) finish(ctx context.Context, op *bindOp) {
 			}
 			c.event(t.pod, false, "Scheduled", "Successfully assigned %s/%s to %s (%s)", t.pod.Namespace, t.pod.Name, t.node, numa)
 		}
-		c.log.Info("gang bound", "gang", op.key, "pods", len(op.targets), "took", now.Sub(op.started).Round(time.Millisecond))
+		c.log.Debug("gang bound", "gang", op.key, "pods", len(op.targets), "took", now.Sub(op.started).Round(time.Millisecond).String())
 	}
 	c.mu.Lock()
 	if op.job != nil {

@@ -287,6 +287,10 @@ func (c *Controller) victims(e *queue.Entry, now time.Time) []*victim {
 		if !ok {
 			continue
 		}
+		// Cheap filters first: most jobs are not elastic.
+		if _, elastic, _ := unstructured.NestedMap(u.Object, "spec", "elastic"); !elastic {
+			continue
+		}
 		job, err := decodeJob(u)
 		if err != nil || job.Spec.Elastic == nil || job.Spec.Priority >= e.Priority {
 			continue
