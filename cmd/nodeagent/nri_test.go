@@ -97,7 +97,7 @@ func TestRunNRIWiring(t *testing.T) {
 		t.Fatal(err)
 	}
 	o.agent.StartupAPITimeout, o.agent.ReconcileInterval = 2*time.Second, 20*time.Millisecond
-	a, err := agent.NewFromDeps(o.agent, agent.Deps{Client: fake.NewClientset(), Topology: topo, Writer: cgrouptest.NewRecorder(cgroup.V1),
+	a, err := agent.NewFromDeps(o.agent, agent.Deps{Pods: fake.NewClientset().CoreV1().Pods(""), Topology: topo, Writer: cgrouptest.NewRecorder(cgroup.V1),
 		Store: &memStore{}, Recorder: record.NewFakeRecorder(10), Log: log,
 		KubeletPolicy: func() (kubeletpolicy.Result, error) { return kubeletpolicy.Result{Policy: "none"}, nil }})
 	if err != nil {

@@ -110,7 +110,7 @@ func TestReportingAroundARealAgent(t *testing.T) {
 	opts.ReconcileInterval = 20 * time.Millisecond
 	opts.Hooks = rep.hooks()
 	a, err := agent.NewFromDeps(opts, agent.Deps{
-		Client: fake.NewClientset(worker), Topology: topo, Writer: cg, Store: &memStore{}, Recorder: record.NewFakeRecorder(100),
+		Pods: fake.NewClientset(worker).CoreV1().Pods(""), Topology: topo, Writer: cg, Store: &memStore{}, Recorder: record.NewFakeRecorder(100),
 		KubeletPolicy: func() (kubeletpolicy.Result, error) { return kubeletpolicy.Result{Policy: "none"}, nil }, Log: log,
 	})
 	if err != nil {

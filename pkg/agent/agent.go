@@ -9,8 +9,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/cpuset"
@@ -35,10 +36,18 @@ type Watcher interface {
 	Events() <-chan cgwatch.Event
 }
 
+// PodClient lists and watches the pods of every namespace. client-go's typed
+// CoreV1().Pods("") satisfies it, and so does the small REST client New builds (which keeps
+// client-go's full clientset, and every API group it registers, out of the agent's binary).
+type PodClient interface {
+	List(ctx context.Context, opts metav1.ListOptions) (*corev1.PodList, error)
+	Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
+}
+
 // Deps are the agent's connections to the host and the cluster. New builds the real ones; tests
 // pass fakes.
 type Deps struct {
-	Client   kubernetes.Interface
+	Pods     PodClient
 	Topology *topology.Topology
 	Writer   cgroup.Writer
 	Store    Store
@@ -121,8 +130,8 @@ func NewFromDeps(opts Options, d Deps) (*Agent, error) {
 		return nil, err
 	}
 	switch {
-	case d.Client == nil || d.Topology == nil || d.Writer == nil || d.Store == nil || d.Recorder == nil || d.KubeletPolicy == nil || d.Log == nil:
-		return nil, errors.New("agent dependencies: client, topology, writer, store, recorder, kubelet policy reader and logger are required")
+	case d.Pods == nil || d.Topology == nil || d.Writer == nil || d.Store == nil || d.Recorder == nil || d.KubeletPolicy == nil || d.Log == nil:
+		return nil, errors.New("agent dependencies: pod client, topology, writer, store, recorder, kubelet policy reader and logger are required")
 	}
 	if d.Now == nil {
 		d.Now = time.Now
@@ -152,9 +161,7 @@ func NewFromDeps(opts Options, d Deps) (*Agent, error) {
 	if _, err := policy.New(d.Topology, a.policyConfig()); err != nil {
 		return nil, fmt.Errorf("CPU pools: %w", err)
 	}
-	factory := informers.NewSharedInformerFactoryWithOptions(d.Client, 0,
-		informers.WithTweakListOptions(nodePodsOnly(opts.NodeName)))
-	a.informer = factory.Core().V1().Pods().Informer()
+	a.informer = cache.NewSharedIndexInformer(nodePods(d.Pods, opts.NodeName), &corev1.Pod{}, 0, cache.Indexers{})
 	if err := a.informer.SetTransform(trimPod); err != nil {
 		return nil, fmt.Errorf("pod informer: %w", err)
 	}

@@ -188,7 +188,7 @@ func newEnv(t testing.TB, o envOpts) *env {
 	if o.modify != nil {
 		o.modify(&opts)
 	}
-	d := Deps{Client: e.client, Topology: testTopology(t), Writer: e.cg, Store: e.store, Recorder: e.events,
+	d := Deps{Pods: e.client.CoreV1().Pods(""), Topology: testTopology(t), Writer: e.cg, Store: e.store, Recorder: e.events,
 		KubeletPolicy: e.kubelet.read, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	if !o.noResolver {
 		e.resolver = &fakeResolver{ids: map[string]cri.Identity{}}

@@ -9,7 +9,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/finegrain-dev/finegrain/pkg/agent/classify"
@@ -25,11 +27,27 @@ const (
 	ReasonKubeletStaticPolicy = "KubeletStaticCPUPolicy"
 )
 
-// nodePodsOnly restricts the informer to the pods bound to node.
-func nodePodsOnly(node string) func(*metav1.ListOptions) {
+// nodePods lists and watches the pods bound to node, with a plain list then watch: streaming
+// lists (watch-list) save nothing for one node's pods, and not every PodClient (client-go's fakes)
+// can serve them.
+func nodePods(pods PodClient, node string) cache.ListerWatcher {
 	sel := fields.OneTermEqualSelector("spec.nodeName", node).String()
-	return func(o *metav1.ListOptions) { o.FieldSelector = sel }
+	return cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			o.FieldSelector = sel
+			return pods.List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.FieldSelector = sel
+			return pods.Watch(ctx, o)
+		},
+	}, listThenWatch{})
 }
+
+// listThenWatch tells client-go's reflector not to use streaming lists.
+type listThenWatch struct{}
+
+func (listThenWatch) IsWatchListSemanticsUnSupported() bool { return true }
 
 // trimPod drops the parts of a pod the agent never reads, keeping the informer's cache small.
 func trimPod(obj any) (any, error) {

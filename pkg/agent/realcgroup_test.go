@@ -118,7 +118,7 @@ func TestAgentOnKernelCgroups(t *testing.T) {
 	resolver := &fakeResolver{ids: map[string]cri.Identity{}}
 	opts := DefaultOptions()
 	opts.NodeName, opts.ReconcileInterval = node, 100*time.Millisecond
-	a, err := NewFromDeps(opts, Deps{Client: client, Topology: topo, Writer: fsw, Store: store, Resolver: resolver,
+	a, err := NewFromDeps(opts, Deps{Pods: client.CoreV1().Pods(""), Topology: topo, Writer: fsw, Store: store, Resolver: resolver,
 		Watcher: cgwatch.New(layout, log), Recorder: record.NewFakeRecorder(100), Log: log,
 		KubeletPolicy: func() (kubeletpolicy.Result, error) { return kubeletpolicy.Result{}, nil }})
 	if err != nil {

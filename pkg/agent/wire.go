@@ -5,9 +5,6 @@ import (
 	"log/slog"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/record"
@@ -54,12 +51,12 @@ func New(opts Options, log *slog.Logger) (*Agent, error) {
 	if err != nil {
 		return nil, err
 	}
-	client, err := kubernetes.NewForConfig(cfg)
+	core, err := newCoreClient(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("API client: %w", err)
+		return nil, err
 	}
 	d := Deps{
-		Client: client, Topology: topo, Writer: writer, Store: store, Log: log,
+		Pods: restPods{core}, Topology: topo, Writer: writer, Store: store, Log: log,
 		KubeletPolicy: func() (kubeletpolicy.Result, error) { return kubeletpolicy.Check(opts.KubeletRootDir) },
 	}
 	var closers []func()
@@ -75,9 +72,9 @@ func New(opts Options, log *slog.Logger) (*Agent, error) {
 		d.Watcher = cgwatch.New(layout, log)
 	}
 	broadcaster := record.NewBroadcaster()
-	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
+	broadcaster.StartRecordingToSink(restEvents{core})
 	closers = append(closers, broadcaster.Shutdown)
-	d.Recorder = broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: EventComponent, Host: opts.NodeName})
+	d.Recorder = broadcaster.NewRecorder(core.scheme, corev1.EventSource{Component: EventComponent, Host: opts.NodeName})
 	a, err := NewFromDeps(opts, d)
 	if err != nil {
 		for _, c := range closers {

@@ -167,7 +167,7 @@ func newEnv(t *testing.T, o envOpts) *env {
 	opts.SyncDecisions = true
 	opts.ReconcileInterval = 20 * time.Millisecond
 	opts.StartupAPITimeout = 2 * time.Second
-	a, err := agent.NewFromDeps(opts, agent.Deps{Client: e.client, Topology: testTopology(t), Writer: e.cg, Store: &memStore{},
+	a, err := agent.NewFromDeps(opts, agent.Deps{Pods: e.client.CoreV1().Pods(""), Topology: testTopology(t), Writer: e.cg, Store: &memStore{},
 		Recorder: record.NewFakeRecorder(1000), Log: log,
 		KubeletPolicy: func() (kubeletpolicy.Result, error) { return kubeletpolicy.Result{Policy: "none"}, nil }})
 	if err != nil {
