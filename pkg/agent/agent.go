@@ -205,6 +205,8 @@ func (a *Agent) Run(ctx context.Context) error {
 	defer ticker.Stop()
 	a.Tick(ctx)
 	for {
+		// New containers come first: a pin waits for no drift check or pod update.
+		events = a.drainCgroupEvents(ctx, events)
 		select {
 		case <-ctx.Done():
 			return nil
@@ -229,6 +231,25 @@ func (a *Agent) Run(ctx context.Context) error {
 		}
 		a.heartbeat.Store(a.d.Now().UnixNano())
 	}
+}
+
+// drainCgroupEvents handles the watcher's pending events without waiting; it returns nil once
+// the watcher has closed its channel.
+func (a *Agent) drainCgroupEvents(ctx context.Context, events <-chan cgwatch.Event) <-chan cgwatch.Event {
+	for events != nil {
+		select {
+		case ev, ok := <-events:
+			if !ok {
+				return nil
+			}
+			if a.isStarted() {
+				a.CgroupEvent(ctx, ev)
+			}
+		default:
+			return events
+		}
+	}
+	return nil
 }
 
 func (a *Agent) isStarted() bool {

@@ -101,9 +101,14 @@ func (a *Agent) enforce(ctx context.Context, t target) Report {
 // identify asks the runtime who the containers are.
 func (a *Agent) identify(ctx context.Context, refs []cgroup.ContainerRef) {
 	for _, ref := range refs {
+		start := a.d.Now()
 		id, err := a.d.Resolver.Resolve(ctx, ref.Container)
+		took := a.d.Now().Sub(start)
 		a.mu.Lock()
 		c := a.st.ctrs[ref]
+		if c != nil {
+			c.resolveTook = took
+		}
 		switch {
 		case c == nil:
 		case errors.Is(err, cri.ErrNotFound):
@@ -188,7 +193,7 @@ func (a *Agent) recordLocked(w write, res cgroup.Result, err error, now time.Tim
 		}
 		a.hooks.PinWritten(c.via, window)
 		a.log.Info("pinned container", "container", w.ref.String(), "podUID", string(w.ref.Pod.UID), "name", c.name,
-			"cpus", w.want.CPUs.String(), "mems", w.want.Mems.String(), "via", string(c.via), "window", window)
+			"cpus", w.want.CPUs.String(), "mems", w.want.Mems.String(), "via", string(c.via), "window", window, "resolve", c.resolveTook)
 		a.notify()
 	case !w.exclusive && c.pinned:
 		c.pinned = false

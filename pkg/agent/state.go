@@ -45,8 +45,10 @@ type ctrState struct {
 	name string
 	// sandbox is true for a pod sandbox (pause) container.
 	sandbox bool
-	// resolved is true once the runtime was asked (whatever it answered).
-	resolved bool
+	// resolved is true once the runtime was asked (whatever it answered), resolveTook how long
+	// that took.
+	resolved    bool
+	resolveTook time.Duration
 	// seen is when the agent noticed the cgroup, and via how.
 	seen time.Time
 	via  Path
