@@ -37,6 +37,19 @@ func (a *assumptions) done(key string, now time.Time) {
 
 func (a *assumptions) forget(key string) { delete(a.pods, key) }
 
+// settle drops an assumption the informer has caught up with: the pod shown bound to the
+// assumed node, or deleted after its binding finished (a deletion seen while a pod of the same
+// name is being bound is an older pod's).
+func (a *assumptions) settle(key, node string) {
+	x, ok := a.pods[key]
+	if !ok {
+		return
+	}
+	if (node != "" && x.pod.Spec.NodeName == node) || (node == "" && !x.doneAt.IsZero()) {
+		delete(a.pods, key)
+	}
+}
+
 func (a *assumptions) has(key string) bool {
 	_, ok := a.pods[key]
 	return ok

@@ -95,8 +95,10 @@ type Controller struct {
 	mu         sync.Mutex
 	dirtyJobs  map[string]bool
 	dirtyGangs map[string]bool
-	changed    bool
-	wake       chan struct{}
+	// settled are pods the informer has shown bound (value: the node) or deleted (value: "").
+	settled map[string]string
+	changed bool
+	wake    chan struct{}
 
 	// Owned by the loop.
 	queue      *queue.Queue
@@ -105,7 +107,7 @@ type Controller struct {
 	snapAt     time.Time
 	inflight   map[string]*bindOp
 	results    chan *bindOp
-	jobStatus  map[string]*v1alpha1.HPCJobStatus
+	jobStatus  map[string]writtenStatus
 	lastReason map[string]string
 	apiSlots   chan struct{}
 	binds      sync.WaitGroup
@@ -120,6 +122,7 @@ func New(kube kubernetes.Interface, dyn dynamic.Interface, recorder record.Event
 		opts: opts, log: log, kube: kube, dyn: dyn, recorder: recorder, metrics: NewMetrics(reg),
 		dirtyJobs:  map[string]bool{},
 		dirtyGangs: map[string]bool{},
+		settled:    map[string]string{},
 		wake:       make(chan struct{}, 1),
 		queue: queue.New(queue.Options{
 			InitialBackoff: opts.InitialBackoff, MaxBackoff: opts.MaxBackoff, ChangeDelay: opts.ChangeDelay,
@@ -127,7 +130,7 @@ func New(kube kubernetes.Interface, dyn dynamic.Interface, recorder record.Event
 		assumed:    newAssumptions(opts.AssumeTTL),
 		inflight:   map[string]*bindOp{},
 		results:    make(chan *bindOp, 64),
-		jobStatus:  map[string]*v1alpha1.HPCJobStatus{},
+		jobStatus:  map[string]writtenStatus{},
 		lastReason: map[string]string{},
 		apiSlots:   make(chan struct{}, max(opts.Parallelism, 1)),
 	}
@@ -238,6 +241,11 @@ func (c *Controller) onPod(obj any, deleted bool) {
 	if deleted || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
 		c.changed = true
 	}
+	if deleted {
+		c.settled[podKey(p)] = ""
+	} else if p.Spec.NodeName != "" {
+		c.settled[podKey(p)] = p.Spec.NodeName
+	}
 	c.mu.Unlock()
 	c.signal()
 }
@@ -310,9 +318,12 @@ func (c *Controller) drain(ctx context.Context) {
 		break
 	}
 	c.mu.Lock()
-	jobs, gangs, changed := c.dirtyJobs, c.dirtyGangs, c.changed
-	c.dirtyJobs, c.dirtyGangs, c.changed = map[string]bool{}, map[string]bool{}, false
+	jobs, gangs, changed, settled := c.dirtyJobs, c.dirtyGangs, c.changed, c.settled
+	c.dirtyJobs, c.dirtyGangs, c.changed, c.settled = map[string]bool{}, map[string]bool{}, false, map[string]string{}
 	c.mu.Unlock()
+	for k, node := range settled {
+		c.assumed.settle(k, node)
+	}
 	if changed {
 		c.queue.Changed()
 		c.snap = nil

@@ -115,3 +115,27 @@ func TestGangWaitsWholeThenFits(t *testing.T) {
 		t.Errorf("%d bound, %d pending; want 5 workers and the launcher bound", b, p)
 	}
 }
+
+// A job deleted and created again under the same name starts afresh.
+func TestRecreatedJobStartsAfresh(t *testing.T) {
+	h := newHarness(t, testOptions(), cluster(1, 8)...)
+	h.createJob(hpcJob("j", 4, nil))
+	h.eventually("job running", func() bool { return h.phase("hpc", "j") == v1alpha1.PhaseRunning })
+	jobs := h.dyn.Resource(v1alpha1.GroupVersionResource).Namespace("hpc")
+	if err := jobs.Delete(context.Background(), "j", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range h.pods("hpc") {
+		if err := h.kube.CoreV1().Pods("hpc").Delete(context.Background(), p.Name, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	again := hpcJob("j", 4, nil)
+	again.SetUID("uid-j-2")
+	h.createJob(again)
+	h.eventually("the new job running with its own pods", func() bool {
+		j := h.job("hpc", "j")
+		b, _ := h.bound("hpc")
+		return j.UID == "uid-j-2" && j.Status.Phase == v1alpha1.PhaseRunning && b == 2
+	})
+}

@@ -49,10 +49,17 @@ func decodeJob(u *unstructured.Unstructured) (*v1alpha1.HPCJob, error) {
 	return v1alpha1.Decode(data, u.GetNamespace()+"/"+u.GetName())
 }
 
+// writtenStatus is the status this placer last wrote for one job object (by UID: a job deleted
+// and created again under the same name starts afresh).
+type writtenStatus struct {
+	uid    types.UID
+	status *v1alpha1.HPCJobStatus
+}
+
 // statusOf is the job's status as last written by this placer, else as the informer has it.
 func (c *Controller) statusOf(key string, job *v1alpha1.HPCJob) *v1alpha1.HPCJobStatus {
-	if st, ok := c.jobStatus[key]; ok {
-		return st.DeepCopy()
+	if w, ok := c.jobStatus[key]; ok && (job == nil || w.uid == job.UID) {
+		return w.status.DeepCopy()
 	}
 	if job == nil {
 		return &v1alpha1.HPCJobStatus{}
@@ -65,7 +72,7 @@ func (c *Controller) statusOf(key string, job *v1alpha1.HPCJob) *v1alpha1.HPCJob
 func (c *Controller) writeStatus(ctx context.Context, u *unstructured.Unstructured, st *v1alpha1.HPCJobStatus) {
 	key := u.GetNamespace() + "/" + u.GetName()
 	st.ObservedGeneration = u.GetGeneration()
-	c.jobStatus[key] = st.DeepCopy()
+	c.jobStatus[key] = writtenStatus{uid: u.GetUID(), status: st.DeepCopy()}
 	patch, err := json.Marshal(map[string]any{"status": st})
 	if err == nil {
 		_, err = c.dyn.Resource(v1alpha1.GroupVersionResource).Namespace(u.GetNamespace()).Patch(ctx, u.GetName(),
