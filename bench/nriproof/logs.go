@@ -111,10 +111,11 @@ func logDuration(raw json.RawMessage) (time.Duration, error) {
 	return time.ParseDuration(s)
 }
 
-// containerd's CRI logs both ends of every CreateContainer at info level.
+// containerd's CRI logs both ends of every CreateContainer at info level, naming the container by
+// its metadata (`name:\"worker\"` in 2.x, `&ContainerMetadata{Name:worker,Attempt:0,}` in 1.6).
 var (
-	createStart = regexp.MustCompile(`^time="([^"]+)".*msg="CreateContainer within sandbox \\"([0-9a-f]+)\\" for container (&ContainerMetadata\{[^}]*\})"`)
-	createEnd   = regexp.MustCompile(`^time="([^"]+)".*msg="CreateContainer within sandbox \\"([0-9a-f]+)\\" for (&ContainerMetadata\{[^}]*\}) returns container id \\"([0-9a-f]+)\\""`)
+	createStart = regexp.MustCompile(`^time="([^"]+)".*msg="CreateContainer within sandbox \\"([0-9a-f]+)\\" for container (.+)"$`)
+	createEnd   = regexp.MustCompile(`^time="([^"]+)".*msg="CreateContainer within sandbox \\"([0-9a-f]+)\\" for (.+) returns container id \\"([0-9a-f]+)\\""$`)
 )
 
 // createContainerTimes returns, by container ID, how long containerd took for each
@@ -126,16 +127,6 @@ func createContainerTimes(r io.Reader, since time.Time) (map[string]time.Duratio
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
 		line := sc.Text()
-		if m := createStart.FindStringSubmatch(line); m != nil {
-			at, err := time.Parse(time.RFC3339Nano, m[1])
-			if err != nil {
-				return nil, fmt.Errorf("containerd log time %q: %w", m[1], err)
-			}
-			if !at.Before(since) {
-				started[m[2]+"/"+m[3]] = at
-			}
-			continue
-		}
 		if m := createEnd.FindStringSubmatch(line); m != nil {
 			at, err := time.Parse(time.RFC3339Nano, m[1])
 			if err != nil {
@@ -144,6 +135,16 @@ func createContainerTimes(r io.Reader, since time.Time) (map[string]time.Duratio
 			if start, ok := started[m[2]+"/"+m[3]]; ok {
 				out[m[4]] = at.Sub(start)
 				delete(started, m[2]+"/"+m[3])
+			}
+			continue
+		}
+		if m := createStart.FindStringSubmatch(line); m != nil {
+			at, err := time.Parse(time.RFC3339Nano, m[1])
+			if err != nil {
+				return nil, fmt.Errorf("containerd log time %q: %w", m[1], err)
+			}
+			if !at.Before(since) {
+				started[m[2]+"/"+m[3]] = at
 			}
 		}
 	}

@@ -51,12 +51,15 @@ not json at all
 	}
 }
 
-// The two lines containerd 2.4 logs for one CreateContainer, and a pair from before the run.
-const containerdLog = `time="2026-11-22T02:00:00.000000000Z" level=info msg="CreateContainer within sandbox \"aa11\" for container &ContainerMetadata{Name:worker,Attempt:0,}"
-time="2026-11-22T02:00:00.100000000Z" level=info msg="CreateContainer within sandbox \"aa11\" for &ContainerMetadata{Name:worker,Attempt:0,} returns container id \"0dd\""
-time="2026-11-22T03:00:00.000000000Z" level=info msg="CreateContainer within sandbox \"bb22\" for container &ContainerMetadata{Name:worker,Attempt:0,}"
+// The two lines containerd 2.4 and 1.6 log for one CreateContainer, and a pair from before the
+// run.
+const containerdLog = `time="2026-11-22T02:00:00.000000000Z" level=info msg="CreateContainer within sandbox \"aa11\" for container name:\"worker\""
+time="2026-11-22T02:00:00.100000000Z" level=info msg="CreateContainer within sandbox \"aa11\" for name:\"worker\" returns container id \"0dd\""
+time="2026-11-22T03:00:00.000000000Z" level=info msg="CreateContainer within sandbox \"bb22\" for container name:\"worker\""
 time="2026-11-22T03:00:00.001000000Z" level=info msg="something else"
-time="2026-11-22T03:00:00.002500000Z" level=info msg="CreateContainer within sandbox \"bb22\" for &ContainerMetadata{Name:worker,Attempt:0,} returns container id \"c0ffee\""
+time="2026-11-22T03:00:00.002500000Z" level=info msg="CreateContainer within sandbox \"bb22\" for name:\"worker\" returns container id \"c0ffee\""
+time="2026-11-22T03:00:01.000000000Z" level=info msg="CreateContainer within sandbox \"cc33\" for container &ContainerMetadata{Name:worker,Attempt:0,}"
+time="2026-11-22T03:00:01.070000000Z" level=info msg="CreateContainer within sandbox \"cc33\" for &ContainerMetadata{Name:worker,Attempt:0,} returns container id \"beef\""
 `
 
 func TestCreateContainerTimes(t *testing.T) {
@@ -65,10 +68,10 @@ func TestCreateContainerTimes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(got) != 1 || got["c0ffee"] != 2500*time.Microsecond {
-		t.Errorf("times %v, want c0ffee: 2.5ms only", got)
+	if len(got) != 2 || got["c0ffee"] != 2500*time.Microsecond || got["beef"] != 70*time.Millisecond {
+		t.Errorf("times %v, want c0ffee: 2.5ms and beef: 70ms only", got)
 	}
-	if _, err := createContainerTimes(strings.NewReader(`time="yesterday" level=info msg="CreateContainer within sandbox \"ab\" for container &ContainerMetadata{Name:w,Attempt:0,}"`), since); err == nil {
+	if _, err := createContainerTimes(strings.NewReader(`time="yesterday" level=info msg="CreateContainer within sandbox \"ab\" for container name:\"w\""`), since); err == nil {
 		t.Error("a bad time was accepted")
 	}
 }

@@ -151,7 +151,7 @@ func sameSet(a, b string) bool {
 }
 
 // workerPod is a Guaranteed one-CPU pinned pod that runs one fgworker rank briefly; the local
-// cluster has no pod network.
+// cluster has no pod network. It runs about a second, so the agent's scan sees its cgroup.
 func workerPod(name, image string, m mode) *corev1.Pod {
 	res := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("64Mi")}
 	p := &corev1.Pod{
@@ -161,7 +161,7 @@ func workerPod(name, image string, m mode) *corev1.Pod {
 			HostNetwork:   true,
 			Containers: []corev1.Container{{
 				Name: "worker", Image: image, ImagePullPolicy: corev1.PullNever,
-				Command:   []string{"/usr/local/bin/fgworker", "dgemm", "-np", "1", "-n", "32", "-duration", "20ms", "-o", "json"},
+				Command:   []string{"/usr/local/bin/fgworker", "dgemm", "-np", "1", "-n", "32", "-duration", "1s", "-o", "json"},
 				Resources: corev1.ResourceRequirements{Requests: res, Limits: res},
 			}},
 		},

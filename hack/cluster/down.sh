@@ -11,6 +11,9 @@ set -euo pipefail
 
 need_root
 take_lock
+# A CONTAINERD=2 cluster is talked to with its own ctr.
+containerd_bin="$(cluster_setting CONTAINERD_BIN)"
+[ -z "$containerd_bin" ] || PATH="$containerd_bin:$PATH"
 
 # cgroup_dirs: the kubepods cgroup of every hierarchy (v1 controllers, named and unified ones).
 cgroup_dirs() {

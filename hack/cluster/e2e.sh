@@ -1,15 +1,20 @@
 #!/usr/bin/env bash
 # make e2e: the end-to-end suite (go test -tags e2e ./test/e2e/...) on the local cluster, once per
 # kubelet CPU manager policy (none: finegrain's agent pins; static: the kubelet's own pinning,
-# the baseline). Cases that need one policy skip under the other. The cluster is brought up as
+# the baseline) on containerd 1.6, where the agent pins through inotify, then the pinning suite
+# once more on containerd 2 with NRI (CONTAINERD=2), where it pins at container creation. Cases
+# that need one policy or runtime skip under the others. The cluster is brought up as
 # needed with the tree's current images; a cluster this run started is torn down at the end.
 # A cluster that was already up is used as it is and left up; a pass whose policy it does not
 # run is skipped, and the summary says so. The whole run holds the cluster lock, so concurrent
 # runs (and make cluster-down) wait for it.
 #
 # Environment:
-#   E2E_POLICIES   passes to run (default "none static")
-#   E2E_RUN        go test -run pattern
+#   E2E_POLICIES   containerd 1.6 passes to run (default "none static")
+#   E2E_NRI        1 (default) adds the containerd 2 pass (policy none, fail-closed NRI); 0 skips it
+#   E2E_RUN        go test -run pattern (every pass)
+#   E2E_NRI_RUN    go test -run pattern of the containerd 2 pass when E2E_RUN is unset (default:
+#                  the pinning suite, TestAgent|TestNRI|TestFreeCoreMap)
 #   E2E_TIMEOUT    go test -timeout per pass (default 20m)
 #   KEEP_CLUSTER=1 leave a cluster this run started up at the end
 set -euo pipefail
@@ -19,7 +24,9 @@ need_root
 need_cmd go "golang (Go 1.26 in /usr/local/go/bin on PATH)"
 take_lock
 start_all=$SECONDS
-policies="${E2E_POLICIES:-none static}"
+passes=()
+for policy in ${E2E_POLICIES:-none static}; do passes+=("$policy:1"); done
+[ "${E2E_NRI:-1}" = 0 ] || passes+=("none:2")
 started=0
 ran=()
 skipped=()
@@ -40,30 +47,37 @@ trap finish EXIT
 cd "$FG_ROOT"
 go vet -tags e2e ./test/e2e/... || die "go vet -tags e2e ./test/e2e/... failed"
 
-for policy in $policies; do
+for pass in "${passes[@]}"; do
+  policy="${pass%:*}" containerd="${pass#*:}"
+  name="$policy"
+  [ "$containerd" = 1 ] || name="$policy+containerd$containerd"
   if cluster_up; then
-    running="$(cluster_setting KUBELET_CPU_POLICY)"
-    if [ "$running" != "$policy" ]; then
+    running="$(cluster_setting KUBELET_CPU_POLICY):$(cluster_setting CONTAINERD)"
+    running="${running%:}"
+    [[ "$running" == *:* ]] || running="$running:1"
+    if [ "$running" != "$pass" ]; then
       if [ "$started" = 0 ]; then
-        log "WARNING: the cluster was up before this run with cpu-manager-policy $running; skipping the $policy pass (make cluster-down first to run every pass)"
-        skipped+=("$policy")
+        log "WARNING: the cluster was up before this run with cpu-manager-policy and containerd $running; skipping the $name pass (make cluster-down first to run every pass)"
+        skipped+=("$name")
         continue
       fi
       "$FG_ROOT/hack/cluster/down.sh"
     fi
   fi
   cluster_up || started=1
-  KUBELET_CPU_POLICY="$policy" "$FG_ROOT/hack/cluster/up.sh"
-
-  log "e2e pass with cpu-manager-policy $policy"
   pass_start=$SECONDS
+  KUBELET_CPU_POLICY="$policy" CONTAINERD="$containerd" "$FG_ROOT/hack/cluster/up.sh"
+
+  log "e2e pass with cpu-manager-policy $policy on containerd $containerd"
   args=(-tags e2e -count=1 -v -timeout "${E2E_TIMEOUT:-20m}")
-  [ -z "${E2E_RUN:-}" ] || args+=(-run "$E2E_RUN")
+  run="${E2E_RUN:-}"
+  [ "$containerd" = 1 ] || run="${E2E_RUN:-${E2E_NRI_RUN:-TestAgent|TestNRI|TestFreeCoreMap}}"
+  [ -z "$run" ] || args+=(-run "$run")
   if go test "${args[@]}" ./test/e2e/...; then
-    ran+=("$policy($((SECONDS - pass_start))s)")
+    ran+=("$name($((SECONDS - pass_start))s)")
   else
-    ran+=("$policy($((SECONDS - pass_start))s)")
-    failed+=("$policy")
+    ran+=("$name($((SECONDS - pass_start))s)")
+    failed+=("$name")
   fi
 done
 [ ${#failed[@]} -eq 0 ]

@@ -1,12 +1,19 @@
 #!/usr/bin/env bash
 # Brings up the local single-node Kubernetes cluster: etcd, kube-apiserver,
-# kube-controller-manager, kube-scheduler, containerd 1.6 and a kubelet, all on 127.0.0.1, with
-# the images from hack/images imported. Idempotent: a healthy cluster is left as it is; a broken
+# kube-controller-manager, kube-scheduler, containerd (Debian's 1.6, or 2.x with NRI) and a
+# kubelet, all on 127.0.0.1, with the images from hack/images imported. Idempotent: a healthy cluster is left as it is; a broken
 # one is torn down and started afresh.
 #
 # Environment:
 #   KUBELET_CPU_POLICY   none (default; finegrain's agent pins) or static (the kubelet pins,
 #                        reservedSystemCPUs "0"; the baseline finegrain is compared with)
+#   CONTAINERD           1 (default: Debian's containerd 1.6; the agent pins through inotify) or 2
+#                        (containerd v2.4.2 built by hack/cluster/containerd2.sh, NRI socket
+#                        $RUN_DIR/nri/nri.sock; the agent pins at container creation)
+#   NRI_FAIL_CLOSED      with CONTAINERD=2: 1 (default) makes containerd refuse containers while
+#                        the agent's NRI plugin is absent (default validator + required_plugins),
+#                        except in pods annotated tolerate-missing-plugins.finegrain.dev: "true";
+#                        0 lets them start unpinned (NRI's own default)
 #   NODE_NAME            node name (default: the host name, which must resolve to 127.0.0.1)
 #   FINEGRAIN_CLUSTER_DIR, FINEGRAIN_CLUSTER_RUN_DIR   state directories (see lib.sh)
 set -euo pipefail
@@ -20,13 +27,25 @@ case "$KUBELET_CPU_POLICY" in
   *) die "KUBELET_CPU_POLICY=$KUBELET_CPU_POLICY: use none (default) or static" ;;
 esac
 NODE_NAME="${NODE_NAME:-$(hostname | tr '[:upper:]' '[:lower:]')}"
+CONTAINERD="${CONTAINERD:-1}"
+NRI_FAIL_CLOSED="${NRI_FAIL_CLOSED:-1}"
+case "$CONTAINERD:$NRI_FAIL_CLOSED" in
+  1:*) NRI_SOCK="" ;;
+  2:0 | 2:1) NRI_SOCK="$RUN_DIR/nri/nri.sock" ;;
+  2:*) die "NRI_FAIL_CLOSED=$NRI_FAIL_CLOSED: use 1 (default) or 0" ;;
+  *) die "CONTAINERD=$CONTAINERD: use 1 (Debian's containerd 1.6, default) or 2 (containerd 2.x with NRI)" ;;
+esac
 
 preflight() {
   need_root
   need_cmd etcd etcd-server
-  need_cmd containerd containerd
-  need_cmd ctr containerd
-  need_cmd containerd-shim-runc-v2 containerd
+  if [ "$CONTAINERD" = 1 ]; then
+    need_cmd containerd containerd
+    need_cmd ctr containerd
+    need_cmd containerd-shim-runc-v2 containerd
+  elif compgen -G "/etc/containerd/conf.d/*.toml" >/dev/null; then
+    die "/etc/containerd/conf.d holds drop-ins, which containerd 2 always imports: they would change the cluster's runtime; move them away or use CONTAINERD=1"
+  fi
   need_cmd runc runc
   need_cmd openssl openssl
   need_cmd envsubst gettext-base
@@ -98,13 +117,21 @@ render() {
 write_configs() {
   local user
   export CLUSTER_DIR RUN_DIR PKI API_PORT CONTAINERD_SOCK PAUSE_IMAGE KUBELET_CPU_POLICY KUBELET_RESERVED_CPUS
+  export CONTAINERD_BIN NRI_SOCK NRI_VALIDATOR=false NRI_REQUIRED_PLUGINS=""
+  if [ "$NRI_FAIL_CLOSED" = 1 ]; then
+    NRI_VALIDATOR=true NRI_REQUIRED_PLUGINS='"finegrain"'
+  fi
   for user in admin kube-controller-manager kube-scheduler kubelet; do
     KUBECONFIG_USER="$user" render kubeconfig.tmpl "$CLUSTER_DIR/$user.kubeconfig"
   done
   mkdir -p "$CLUSTER_DIR/cni/net.d" "$CLUSTER_DIR/cni/bin" "$RUN_DIR/containerd" "$KUBELET_ROOT" "$CLUSTER_DIR/pod-logs"
   cp "$FG_ROOT/hack/cluster/config/loopback.conflist" "$CLUSTER_DIR/cni/net.d/10-loopback.conflist"
   ln -sf /usr/lib/cni/loopback "$CLUSTER_DIR/cni/bin/loopback"
-  render containerd.toml.tmpl "$CLUSTER_DIR/containerd.toml"
+  if [ "$CONTAINERD" = 2 ]; then
+    render containerd2.toml.tmpl "$CLUSTER_DIR/containerd.toml"
+  else
+    render containerd.toml.tmpl "$CLUSTER_DIR/containerd.toml"
+  fi
   render kubelet.yaml.tmpl "$CLUSTER_DIR/kubelet.yaml"
 }
 
@@ -206,6 +233,10 @@ KUBECTL=$KUBE_BIN/kubectl
 NODE_NAME=$NODE_NAME
 KUBELET_CPU_POLICY=$KUBELET_CPU_POLICY
 KUBELET_RESERVED_CPUS=$KUBELET_RESERVED_CPUS
+CONTAINERD=$CONTAINERD
+CONTAINERD_BIN=$CONTAINERD_BIN
+NRI_SOCK=$NRI_SOCK
+NRI_FAIL_CLOSED=$NRI_FAIL_CLOSED
 KUBELET_ROOT=$KUBELET_ROOT
 LOG_DIR=$LOG_DIR
 CONTAINERD_SOCK=$CONTAINERD_SOCK
@@ -217,7 +248,7 @@ EOF
 # print_summary HOW: HOW says how the cluster came to be up.
 print_summary() {
   cat >&2 <<EOF
-cluster: $1 (node $NODE_NAME, kubelet cpu-manager-policy $KUBELET_CPU_POLICY)
+cluster: $1 (node $NODE_NAME, kubelet cpu-manager-policy $KUBELET_CPU_POLICY, $(containerd --version | awk '{ print $1, $3 }')${NRI_SOCK:+, NRI $NRI_SOCK})
   kubeconfig: $ADMIN_KUBECONFIG
   kubectl:    $KUBE_BIN/kubectl
   logs:       $LOG_DIR/{$(IFS=,; echo "${DAEMONS[*]}")}.log
@@ -233,7 +264,12 @@ if cluster_up; then
   running="$(cluster_setting KUBELET_CPU_POLICY)"
   [ "$running" = "$KUBELET_CPU_POLICY" ] ||
     die "the cluster is up with kubelet cpu-manager-policy $running, not $KUBELET_CPU_POLICY; run make cluster-down first"
+  running="$(cluster_setting CONTAINERD)"
+  [ "${running:-1}" = "$CONTAINERD" ] ||
+    die "the cluster is up with CONTAINERD=${running:-1}, not $CONTAINERD; run make cluster-down first"
   KUBE_BIN="$(cluster_setting KUBE_BIN)"
+  CONTAINERD_BIN="$(cluster_setting CONTAINERD_BIN)"
+  [ -z "$CONTAINERD_BIN" ] || PATH="$CONTAINERD_BIN:$PATH"
   if curl_api /readyz >/dev/null && node_ready; then
     log "already up; importing the tree's current images"
     "$FG_ROOT/hack/images/build.sh" || die "could not build the images (hack/images/build.sh)"
@@ -250,6 +286,12 @@ fi
 check_ports
 
 KUBE_BIN="$(kube_bin)" || die "could not build the Kubernetes binaries (hack/k8s/build.sh)"
+CONTAINERD_BIN=""
+if [ "$CONTAINERD" = 2 ]; then
+  CONTAINERD_BIN="$("$FG_ROOT/hack/cluster/containerd2.sh")" || die "could not build containerd 2 (hack/cluster/containerd2.sh)"
+  # Its containerd and ctr come first; the shim is named in the configuration.
+  PATH="$CONTAINERD_BIN:$PATH"
+fi
 "$FG_ROOT/hack/images/build.sh" || die "could not build the images (hack/images/build.sh)"
 
 mkdir -p "$CLUSTER_DIR" "$LOG_DIR" "$RUN_DIR"

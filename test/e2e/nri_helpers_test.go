@@ -15,6 +15,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -23,6 +24,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/cpuset"
 
 	"github.com/finegrain-dev/finegrain/test/e2e/framework"
@@ -311,4 +313,53 @@ func (e nriEnv) containerdLogSince(t *testing.T, start time.Time, grep string) [
 		}
 	}
 	return out
+}
+
+// withAgentArgs rolls the agent out with its arguments changed by edit and waits until it pins
+// through NRI again; the original arguments come back when the test ends.
+func withAgentArgs(t *testing.T, c *framework.Cluster, edit func([]string) []string) {
+	t.Helper()
+	ds := c.Client.AppsV1().DaemonSets(framework.SystemNamespace)
+	set := func(args []string) error {
+		d, err := ds.Get(context.Background(), "finegrain-nodeagent", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		d.Spec.Template.Spec.Containers[0].Args = args
+		_, err = ds.Update(context.Background(), d, metav1.UpdateOptions{})
+		return err
+	}
+	d, err := ds.Get(context.Background(), "finegrain-nodeagent", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	orig := slices.Clone(d.Spec.Template.Spec.Containers[0].Args)
+	want := edit(slices.Clone(orig))
+	if err := set(want); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := set(orig); err != nil {
+			t.Errorf("restore the agent's arguments: %v", err)
+			return
+		}
+		waitAgentArgs(t, c, orig)
+	})
+	waitAgentArgs(t, c, want)
+}
+
+// waitAgentArgs waits for a ready agent pod running with args, its plugin connected.
+func waitAgentArgs(t *testing.T, c *framework.Cluster, args []string) {
+	t.Helper()
+	framework.Eventually(t, "the agent to run with "+strings.Join(args, " "), agentReadyTimeout, func(ctx context.Context) error {
+		p, err := agentPod(ctx, c)
+		if err != nil {
+			return err
+		}
+		if !slices.Equal(p.Spec.Containers[0].Args, args) || !podReady(p) {
+			return fmt.Errorf("agent pod %s is %s", p.Name, framework.PodSummary(p))
+		}
+		return nil
+	})
+	waitNRIConnected(t)
 }

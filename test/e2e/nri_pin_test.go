@@ -5,7 +5,9 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -76,16 +78,22 @@ func TestNRIPinsAtCreation(t *testing.T) {
 }
 
 // TestNRITooLargeRefused: a pinned container asking for more CPUs than any NUMA node can give is
-// never created; the agent's reason reaches the pod's events through the kubelet.
+// never created; the agent's reason reaches the pod's events through the kubelet. On a machine
+// with one NUMA node the scheduler never binds a request larger than the node, so the case raises
+// the agent's shared-pool minimum to the whole machine: then any exclusive request is too large.
+// It changes the agent's arguments and restores them.
 func TestNRITooLargeRefused(t *testing.T) {
 	c := framework.Setup(t)
 	requireNRI(t, c)
+	all := strconv.Itoa(onlineCPUs(t).Size())
+	withAgentArgs(t, c, func(args []string) []string {
+		args = slices.DeleteFunc(args, func(a string) bool { return strings.HasPrefix(a, "--min-shared-cpus") })
+		return append(args, "--min-shared-cpus="+all)
+	})
 	ns := c.Namespace(t)
 	ctx := context.Background()
 	before, _ := agentMetric(ctx, `finegrain_nodeagent_nri_refusals_total{reason="too-large"}`)
-	// With at least one CPU kept in the shared pool, the whole machine never fits.
-	n := strconv.Itoa(onlineCPUs(t).Size())
-	c.CreatePod(t, ns, pinnedPod("huge", n))
+	c.CreatePod(t, ns, workerPod("huge", "1", time.Second))
 	ev := eventWith(t, c, ns, "huge", time.Minute, "finegrain node agent refuses", `container "worker"`, "can never fit")
 	t.Logf("event %s: %s", ev.Reason, ev.Message)
 	pod, err := c.Client.CoreV1().Pods(ns).Get(ctx, "huge", metav1.GetOptions{})

@@ -103,13 +103,14 @@ func refusalReason(err error) string {
 }
 
 // refusal is the error the runtime returns to the kubelet, which puts it in the pod's events: it
-// says what happened, to which container, and what to do.
+// says what happened, to which container, and what to do (the agent's errors name the container
+// and the pod).
 func refusal(pod *api.PodSandbox, ctr *api.Container, err error) error {
-	what := fmt.Sprintf("finegrain node agent refuses to create container %q of pod %s/%s", ctr.GetName(), pod.GetNamespace(), pod.GetName())
 	if errors.Is(err, agent.ErrUnknownPod) {
-		return fmt.Errorf("%s: the pod asks for exclusive CPUs and the agent has not received it from the API server yet (%w); the kubelet retries the container", what, err)
+		return fmt.Errorf("finegrain node agent refuses container %q of pod %s/%s: the pod asks for exclusive CPUs and the agent has not received it from the API server yet; the kubelet retries the container (%w)",
+			ctr.GetName(), pod.GetNamespace(), pod.GetName(), err)
 	}
-	return fmt.Errorf("%s: %w", what, err)
+	return fmt.Errorf("finegrain node agent refuses the container: %w", err)
 }
 
 // tolerated reports whether a container may run without the plugin's decision, reading the

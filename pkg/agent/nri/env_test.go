@@ -96,7 +96,7 @@ func (o *recordingObserver) refused(reason string) int {
 // connected to an in-process NRI runtime: the adaptation package containerd embeds, listening on a
 // socket in a temporary directory.
 type env struct {
-	t       *testing.T
+	t       testing.TB
 	client  *fake.Clientset
 	cg      *cgrouptest.Recorder
 	agent   *agent.Agent
@@ -145,7 +145,7 @@ type envOpts struct {
 }
 
 // testTopology has two NUMA nodes of four single-thread cores: 0-3 and 4-7.
-func testTopology(t *testing.T) *topology.Topology {
+func testTopology(t testing.TB) *topology.Topology {
 	topo, err := topology.Synthetic(topology.Shape{Sockets: 2, NUMAPerSocket: 1, L3PerNUMA: 1, CoresPerL3: 4, ThreadsPerCore: 1, MemoryPerNUMA: 1 << 30})
 	if err != nil {
 		t.Fatal(err)
@@ -153,7 +153,7 @@ func testTopology(t *testing.T) *topology.Topology {
 	return topo
 }
 
-func newEnv(t *testing.T, o envOpts) *env {
+func newEnv(t testing.TB, o envOpts) *env {
 	t.Helper()
 	e := &env{t: t, client: fake.NewClientset(), cg: cgrouptest.NewRecorder(cgroup.V1),
 		obs:  &recordingObserver{hooks: map[string]int{}, refusals: map[string]int{}},
@@ -167,8 +167,9 @@ func newEnv(t *testing.T, o envOpts) *env {
 	opts.SyncDecisions = true
 	opts.ReconcileInterval = 20 * time.Millisecond
 	opts.StartupAPITimeout = 2 * time.Second
+	// The recorder drops events: a benchmark allocates more often than any buffer holds.
 	a, err := agent.NewFromDeps(opts, agent.Deps{Pods: e.client.CoreV1().Pods(""), Topology: testTopology(t), Writer: e.cg, Store: &memStore{},
-		Recorder: record.NewFakeRecorder(1000), Log: log,
+		Recorder: &record.FakeRecorder{}, Log: log,
 		KubeletPolicy: func() (kubeletpolicy.Result, error) { return kubeletpolicy.Result{Policy: "none"}, nil }})
 	if err != nil {
 		t.Fatal(err)
