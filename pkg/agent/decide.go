@@ -51,6 +51,9 @@ type Decision struct {
 // agent's loop. A container that asks for exclusive CPUs that do not fit gets an error wrapping
 // the allocator's typed error (*policy.NoFitError, ...), so the caller can refuse it.
 func (a *Agent) Decide(ctx context.Context, req ContainerRequest) (Decision, error) {
+	if d, ok := a.heldEntry(req); ok {
+		return d, nil
+	}
 	ps, err := a.waitPod(ctx, req.PodUID)
 	if errors.Is(err, ErrUnknownPod) {
 		return a.decideUnknown(req, err)
@@ -98,23 +101,38 @@ func (a *Agent) Decide(ctx context.Context, req ContainerRequest) (Decision, err
 	return d, nil
 }
 
+// heldEntry answers at once for a container of a pod the agent does not know but holds an
+// exclusive entry for (restored from its checkpoint while the API server was unreachable): waiting
+// for the pod would only stall the caller.
+func (a *Agent) heldEntry(req ContainerRequest) (Decision, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if !a.started || a.refusing != "" || a.st.pods[req.PodUID] != nil {
+		return Decision{}, false
+	}
+	asg, ok := a.st.alloc.Lookup(policy.Key{PodUID: req.PodUID, Container: req.Container})
+	if !ok {
+		return Decision{}, false
+	}
+	return Decision{Exclusive: true, NUMANode: asg.NUMANode, Resources: cgroup.Resources{CPUs: asg.CPUs, Mems: asg.Mems},
+		SharedCPUs: a.st.alloc.SharedCPUs(), SharedMems: a.mems}, true
+}
+
 // decideUnknown answers for a pod the agent does not know: its exclusive entry when the agent
 // holds one, the shared pool when the caller accepts it, the unknown-pod error otherwise.
 func (a *Agent) decideUnknown(req ContainerRequest, unknown error) (Decision, error) {
+	if d, ok := a.heldEntry(req); ok {
+		return d, nil
+	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.refusing != "" {
 		return Decision{}, fmt.Errorf("container %q of pod %s: %w: %s", req.Container, req.PodUID, ErrNotActing, a.refusing)
 	}
-	d := Decision{NUMANode: -1, SharedCPUs: a.st.alloc.SharedCPUs(), SharedMems: a.mems}
-	if asg, ok := a.st.alloc.Lookup(policy.Key{PodUID: req.PodUID, Container: req.Container}); ok {
-		d.Exclusive, d.NUMANode = true, asg.NUMANode
-		d.Resources = cgroup.Resources{CPUs: asg.CPUs, Mems: asg.Mems}
-		return d, nil
-	}
 	if !req.SharedIfUnknown {
 		return Decision{}, unknown
 	}
+	d := Decision{NUMANode: -1, SharedCPUs: a.st.alloc.SharedCPUs(), SharedMems: a.mems}
 	d.Resources = cgroup.Resources{CPUs: d.SharedCPUs, Mems: d.SharedMems}
 	return d, nil
 }

@@ -79,57 +79,62 @@ func TestNRIFailClosedWithoutPlugin(t *testing.T) {
 	checkRanPinned(t, c, ns, "worker", 3*time.Minute)
 }
 
-// TestNRIPluginKilledMidCall: the agent is frozen (SIGSTOP) while the kubelet creates a pinned
-// worker, so containerd's CreateContainer waits for the plugin, and is then killed (SIGKILL).
-// containerd refuses the creation (the plugin, a validator, cannot answer), the kubelet restarts
-// the agent, and its retry creates the worker pinned: the worker never runs unpinned.
-func TestNRIPluginKilledMidCall(t *testing.T) {
+// TestNRIPluginHungOrKilledMidCall: the agent is frozen (SIGSTOP) while the kubelet creates a
+// pinned worker, so containerd's CreateContainer waits for the plugin. Hung: containerd gives up
+// after its 2 s request timeout and drops the plugin, whose validation then fails; the agent,
+// resumed, reconnects. Killed: the agent is killed (SIGKILL) while containerd waits for its
+// answer; the validation fails on the closed connection and the kubelet restarts the agent. Either
+// way containerd refuses the creation, the kubelet's retry creates the worker pinned, and it runs
+// once, never unpinned.
+func TestNRIPluginHungOrKilledMidCall(t *testing.T) {
 	c := framework.Setup(t)
 	e := requireNRI(t, c)
-	ns := c.Namespace(t)
-	ctx := context.Background()
-	agent, err := agentPod(ctx, c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pid, err := agentPID(agent)
-	if err != nil {
-		t.Fatal(err)
-	}
-	start := time.Now()
-	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGCONT) })
-	c.CreatePod(t, ns, workerPod("worker", "1", time.Second))
-	// Once the sandbox is ready the kubelet's next step is CreateContainer.
-	framework.Eventually(t, "the worker's sandbox to be ready", framework.PodStartTimeout, func(ctx context.Context) error {
-		pod, err := c.Client.CoreV1().Pods(ns).Get(ctx, "worker", metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		for _, cond := range pod.Status.Conditions {
-			if cond.Type == corev1.PodReadyToStartContainers && cond.Status == corev1.ConditionTrue {
-				return nil
+	for _, tc := range []struct {
+		name string
+		// then is what happens to the frozen agent once containerd waits for it; want is what
+		// containerd then logs about the CreateContainer it relayed.
+		then func(pid int) error
+		want string
+	}{
+		{"hung", func(int) error { return nil }, "failed to handle CreateContainer request: context deadline exceeded"},
+		{"killed", func(pid int) error { return syscall.Kill(pid, syscall.SIGKILL) }, "failed to handle CreateContainer request: ttrpc: closed"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			waitNRIConnected(t)
+			ns := c.Namespace(t)
+			ctx := context.Background()
+			agent, err := agentPod(ctx, c)
+			if err != nil {
+				t.Fatal(err)
 			}
-		}
-		return fmt.Errorf("pod is %s", framework.PodSummary(pod))
-	})
-	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	ev := eventWith(t, c, ns, "worker", time.Minute, "finegrain")
-	t.Logf("creation refused: %s: %s", ev.Reason, ev.Message)
-	for _, line := range e.containerdLogSince(t, start, "finegrain") {
-		t.Logf("containerd: %s", line)
-	}
-	checkRanPinned(t, c, ns, "worker", 3*time.Minute)
-	pod, err := c.Client.CoreV1().Pods(ns).Get(ctx, "worker", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if n := pod.Status.ContainerStatuses[0].RestartCount; n != 0 {
-		t.Errorf("the worker's container ran %d times, want once", n+1)
+			pid, err := agentPID(agent)
+			if err != nil {
+				t.Fatal(err)
+			}
+			start := time.Now()
+			if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGCONT) })
+			c.CreatePod(t, ns, workerPod("worker", "1", time.Second))
+			e.waitContainerdLog(t, start, `for container name:\"worker\"`, framework.PodStartTimeout)
+			if err := tc.then(pid); err != nil {
+				t.Fatal(err)
+			}
+			line := e.waitContainerdLog(t, start, tc.want, 10*time.Second)
+			t.Logf("containerd: %s", line)
+			_ = syscall.Kill(pid, syscall.SIGCONT)
+			ev := eventWith(t, c, ns, "worker", time.Minute, "NRI adjustment", "10-finegrain")
+			t.Logf("creation refused: %s: %s", ev.Reason, ev.Message)
+			checkRanPinned(t, c, ns, "worker", 3*time.Minute)
+			pod, err := c.Client.CoreV1().Pods(ns).Get(ctx, "worker", metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n := pod.Status.ContainerStatuses[0].RestartCount; n != 0 {
+				t.Errorf("the worker's container ran %d times, want once", n+1)
+			}
+		})
 	}
 }
 

@@ -363,3 +363,17 @@ func waitAgentArgs(t *testing.T, c *framework.Cluster, args []string) {
 	})
 	waitNRIConnected(t)
 }
+
+// waitContainerdLog waits for a line of containerd's log written after start that holds sub.
+func (e nriEnv) waitContainerdLog(t *testing.T, start time.Time, sub string, timeout time.Duration) string {
+	t.Helper()
+	var found string
+	framework.Eventually(t, "containerd to log "+sub, timeout, func(context.Context) error {
+		if lines := e.containerdLogSince(t, start, sub); len(lines) > 0 {
+			found = lines[0]
+			return nil
+		}
+		return fmt.Errorf("not yet")
+	})
+	return found
+}
