@@ -117,6 +117,8 @@ func WorkerPod(job *v1alpha1.HPCJob, w Worker, schedulerName string) *corev1.Pod
 	if pod.Annotations == nil {
 		pod.Annotations = map[string]string{}
 	}
+	// Only the placer says which NUMA node a worker gets, when it binds it.
+	delete(pod.Annotations, v1alpha1.AnnotationNUMANode)
 	pod.Annotations[v1alpha1.AnnotationGroup] = strconv.Itoa(w.Group)
 	pod.Annotations[v1alpha1.AnnotationTasks] = strconv.Itoa(w.Tasks)
 	if job.Spec.ExclusiveNodes {
@@ -163,6 +165,7 @@ func LauncherPod(job *v1alpha1.HPCJob, schedulerName string) *corev1.Pod {
 		Spec: t.Spec,
 	}
 	delete(pod.Labels, v1alpha1.LabelPinning)
+	delete(pod.Annotations, v1alpha1.AnnotationNUMANode)
 	pod.Spec.SchedulerName = schedulerName
 	if pod.Spec.RestartPolicy == "" {
 		pod.Spec.RestartPolicy = corev1.RestartPolicyNever

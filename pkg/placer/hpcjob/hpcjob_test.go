@@ -125,6 +125,7 @@ func TestWorkerAndLauncherPods(t *testing.T) {
 	job.UID = "uid-1"
 	job.Spec.ExclusiveNodes = true
 	job.Spec.Worker.Labels = map[string]string{"app": "lulesh", v1alpha1.LabelRole: "spoofed"}
+	job.Spec.Worker.Annotations = map[string]string{v1alpha1.AnnotationNUMANode: "3"}
 	job.Spec.Worker.Spec.Containers = append(job.Spec.Worker.Spec.Containers, corev1.Container{Name: "sidecar"})
 	w := WorkerPod(job, Worker{Index: 1, Name: "j-worker-1", Tasks: 6, Group: 1}, "finegrain-placer")
 	wantLabels := map[string]string{"app": "lulesh", v1alpha1.LabelJob: "j", v1alpha1.LabelRole: v1alpha1.RoleWorker, v1alpha1.LabelPinning: v1alpha1.PinningExclusive}
@@ -145,7 +146,7 @@ func TestWorkerAndLauncherPods(t *testing.T) {
 	if len(w.OwnerReferences) != 1 || w.OwnerReferences[0].UID != "uid-1" || !*w.OwnerReferences[0].Controller {
 		t.Errorf("owner references %v", w.OwnerReferences)
 	}
-	if job.Spec.Worker.Spec.Containers[0].Resources.Requests != nil || job.Spec.Worker.Annotations != nil {
+	if job.Spec.Worker.Spec.Containers[0].Resources.Requests != nil || len(job.Spec.Worker.Annotations) != 1 {
 		t.Error("WorkerPod changed the job's template")
 	}
 	if cpus, _ := snapshot.PinnedDemand(w); cpus != 6 {
