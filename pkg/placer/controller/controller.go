@@ -105,6 +105,8 @@ type Controller struct {
 	assumed    *assumptions
 	snap       *snapshot.Snapshot
 	snapAt     time.Time
+	snapCost   time.Duration
+	snapStale  bool
 	inflight   map[string]*bindOp
 	results    chan *bindOp
 	jobStatus  map[string]writtenStatus
@@ -326,7 +328,7 @@ func (c *Controller) drain(ctx context.Context) {
 	}
 	if changed {
 		c.queue.Changed()
-		c.snap = nil
+		c.snapStale = true
 	}
 	for k := range jobs {
 		c.syncJob(ctx, k)

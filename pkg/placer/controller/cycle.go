@@ -36,12 +36,22 @@ func (c *Controller) scheduleOne(ctx context.Context) bool {
 }
 
 // snapshot returns the cluster as the informers and the assumptions show it, reusing the last
-// one for SnapshotTTL (placements made since are recorded on it).
+// one for SnapshotTTL, or for twice as long as building it took, whichever is longer (so that a
+// big cluster is not rebuilt more than a third of the time); placements made since are recorded
+// on it.
+// A cluster change (capacity freed or added) makes the snapshot stale: it is then rebuilt as
+// soon as twice its building time has passed.
 func (c *Controller) snapshot(now time.Time) *snapshot.Snapshot {
-	if c.snap != nil && now.Sub(c.snapAt) < c.opts.SnapshotTTL {
+	ttl := max(c.opts.SnapshotTTL, 2*c.snapCost)
+	if c.snapStale {
+		ttl = 2 * c.snapCost
+	}
+	if c.snap != nil && now.Sub(c.snapAt) < ttl {
 		return c.snap
 	}
-	c.snap, c.snapAt = snapshot.Build(c.input(now, nil)), now
+	t0 := time.Now()
+	c.snap, c.snapAt, c.snapStale = snapshot.Build(c.input(now, nil)), now, false
+	c.snapCost = time.Since(t0)
 	return c.snap
 }
 

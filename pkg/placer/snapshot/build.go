@@ -78,16 +78,17 @@ func Build(in Input) *Snapshot {
 		}
 	}
 
-	pods := slices.Clone(in.Pods)
-	slices.SortFunc(pods, func(a, b *corev1.Pod) int {
-		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
-	})
+	index := make(map[string]int, len(s.Nodes))
+	for i := range s.Nodes {
+		index[s.Nodes[i].Name] = i
+	}
 	pinnedMem := make([]map[int]int64, len(s.Nodes))
-	for _, p := range pods {
+	var unreported []*corev1.Pod
+	for _, p := range in.Pods {
 		if p.Spec.NodeName == "" || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
 			continue
 		}
-		i, ok := s.NodeIndex(p.Spec.NodeName)
+		i, ok := index[p.Spec.NodeName]
 		if !ok {
 			continue
 		}
@@ -103,9 +104,33 @@ func Build(in Input) *Snapshot {
 		if job, ok := JobOf(p); ok {
 			node.addJob(job)
 		}
-		if topos[i] != nil {
-			s.account(p, node, topos[i], &pinnedMem[i])
+		if topos[i] == nil {
+			continue
 		}
+		cpus, mem := PinnedDemand(p)
+		if cpus == 0 {
+			continue
+		}
+		if numa, ok := topos[i].pinned[p.Namespace+"/"+p.Name]; ok {
+			if pinnedMem[i] == nil {
+				pinnedMem[i] = map[int]int64{}
+			}
+			pinnedMem[i][numa] += mem
+			continue
+		}
+		unreported = append(unreported, p)
+	}
+	// Assumptions in a fixed order: which NUMA node an unannotated pod is assumed on depends
+	// on the ones before it.
+	slices.SortFunc(unreported, func(a, b *corev1.Pod) int {
+		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
+	})
+	for _, p := range unreported {
+		i := index[p.Spec.NodeName]
+		if pinnedMem[i] == nil {
+			pinnedMem[i] = map[int]int64{}
+		}
+		s.assume(p, &s.Nodes[i], topos[i], pinnedMem[i])
 	}
 
 	for i := range s.Nodes {
@@ -124,30 +149,18 @@ func Build(in Input) *Snapshot {
 	return s
 }
 
-// account charges a bound pinned pod to its NUMA node: only its memory when the node agent
-// already lists it in its pins (the published free CPUs exclude its cores), its CPUs and memory
-// as an assumption otherwise. pinnedMem collects the memory of every pinned pod per NUMA node,
-// so that a map reporting memory without subtracting pinned pods cannot overbook it.
-func (s *Snapshot) account(p *corev1.Pod, node *Node, t *nodeTopology, pinnedMem *map[int]int64) {
+// assume holds a bound pinned pod's CPUs and memory on its NUMA node because the node agent
+// does not list it in its pins yet. pinnedMem collects the memory of every pinned pod per NUMA
+// node, so that a map reporting memory without subtracting pinned pods cannot overbook it.
+func (s *Snapshot) assume(p *corev1.Pod, node *Node, t *nodeTopology, pinnedMem map[int]int64) {
 	cpus, mem := PinnedDemand(p)
-	if cpus == 0 {
-		return
-	}
-	if *pinnedMem == nil {
-		*pinnedMem = map[int]int64{}
-	}
-	key := p.Namespace + "/" + p.Name
-	if numa, ok := t.pinned[key]; ok {
-		(*pinnedMem)[numa] += mem
-		return
-	}
 	zone := &t.zones[assumedZone(p, t.zones, cpus)]
-	(*pinnedMem)[zone.NUMA] += mem
+	pinnedMem[zone.NUMA] += mem
 	zone.FreeCPUs = max(zone.FreeCPUs-cpus, 0)
 	if zone.FreeMemory >= 0 {
 		zone.FreeMemory = max(zone.FreeMemory-mem, 0)
 	}
-	s.Assumed = append(s.Assumed, Assumption{Pod: key, Node: node.Name, NUMA: zone.NUMA, CPUs: cpus, Memory: mem})
+	s.Assumed = append(s.Assumed, Assumption{Pod: p.Namespace + "/" + p.Name, Node: node.Name, NUMA: zone.NUMA, CPUs: cpus, Memory: mem})
 }
 
 // assumedZone is where an unreported pinned pod holds its cores: the NUMA node the placer
