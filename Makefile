@@ -77,8 +77,8 @@ test-vm: ## boot the qemu matrix (cgroup v1/v2, 2 sockets, NUMA, SMT) and run th
 	FINEGRAIN_VM_BOOT_TESTS=1 $(GO) test -count=1 -run '^TestBoot' ./test/vm
 	$(BIN)/vmtest $(VMTEST_FLAGS)
 
-.PHONY: cluster-up cluster-down images e2e demo
-cluster-up: ## local single-node Kubernetes on 127.0.0.1 (KUBELET_CPU_POLICY=static: the kubelet pins)
+.PHONY: cluster-up cluster-down images e2e nri-proof demo
+cluster-up: ## local single-node Kubernetes on 127.0.0.1 (KUBELET_CPU_POLICY=static: the kubelet pins; CONTAINERD=2: containerd 2 with NRI)
 	@. hack/deps.sh && install_deps cluster
 	hack/cluster/up.sh
 
@@ -88,9 +88,13 @@ cluster-down: ## stop the local cluster and remove its processes, mounts, cgroup
 images: ## build the pause, finegrain and worker images; import them into a running local cluster
 	hack/images/build.sh --import
 
-e2e: ## end-to-end suite on the local cluster, kubelet policies none and static (KEEP_CLUSTER=1, E2E_RUN=...)
+e2e: ## end-to-end suite on the local cluster: policies none and static on containerd 1.6, the pinning suite on containerd 2 with NRI (KEEP_CLUSTER=1, E2E_RUN=..., E2E_NRI=0)
 	@. hack/deps.sh && install_deps cluster
 	hack/cluster/e2e.sh
+
+nri-proof: ## on a CONTAINERD=2 local cluster with the agent deployed: first affinity = pin over PODS workers (100), nri vs inotify path
+	$(GO) build -o $(BIN)/nriproof ./bench/nriproof
+	$(BIN)/nriproof -pods $(or $(PODS),100) -json $(CURDIR)/_output/nriproof.json
 
 demo: build ## build, bring the local cluster up, deploy daemonset/ and show a pinned pod
 	@. hack/deps.sh && install_deps cluster

@@ -4,7 +4,8 @@
 // For each mode it rolls the agent's DaemonSet out with that path (--nri=on, then --nri=off),
 // runs -pods pinned workers one after the other, each running fgworker, whose first
 // sched_getaffinity (read in Go's init() of the rank process, before main) is compared with the
-// exclusive CPUs the agent gave the container. It also reports the agent's own account of each
+// exclusive CPUs the agent gave the container, and whose runtime spec (what runc applied before
+// starting it) is compared with the pin too. It also reports the agent's own account of each
 // pin (the path and the unpinned window), the NRI hook's time per creation, and containerd's
 // CreateContainer time with and without the plugin (from containerd's log). Run it as root on the
 // node with an admin kubeconfig; it restores the DaemonSet's arguments at the end.
@@ -47,6 +48,8 @@ type options struct {
 	pods          int
 	image         string
 	containerdLog string
+	ctr           string
+	containerd    string
 	podTimeout    time.Duration
 	jsonOut       string
 }
@@ -63,6 +66,8 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.pods, "pods", 100, "pinned workers per mode, one after the other")
 	fs.StringVar(&o.image, "image", "localhost/finegrain-worker:dev", "workers' image, holding /usr/local/bin/fgworker; never pulled")
 	fs.StringVar(&o.containerdLog, "containerd-log", "/var/lib/finegrain-cluster/logs/containerd.log", "containerd's log, for CreateContainer times (empty skips them)")
+	fs.StringVar(&o.ctr, "ctr", "ctr", "containerd's ctr, to read each worker's runtime spec (empty skips it)")
+	fs.StringVar(&o.containerd, "containerd-address", "/run/finegrain-cluster/containerd/containerd.sock", "containerd's socket (absolute path)")
 	fs.DurationVar(&o.podTimeout, "pod-timeout", 2*time.Minute, "limit for one worker to finish")
 	fs.StringVar(&o.jsonOut, "json", "", "also write every sample and summary to this file")
 	if err := fs.Parse(args); err != nil {
@@ -138,7 +143,7 @@ func run(ctx context.Context, o options, log *slog.Logger) error {
 			return err
 		}
 		r.Node = pod.Spec.NodeName
-		w := workers{client: client, ns: ns, image: o.image, timeout: o.podTimeout, agent: agent, log: log}
+		w := workers{client: client, ns: ns, image: o.image, timeout: o.podTimeout, agent: agent, log: log, ctr: o.ctr, containerd: o.containerd}
 		since := time.Now()
 		samples, err := w.run(ctx, m, o.pods)
 		if err == nil {

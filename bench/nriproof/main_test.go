@@ -92,13 +92,13 @@ func TestReadRun(t *testing.T) {
 
 func TestSummarizeMode(t *testing.T) {
 	samples := []sample{
-		{PinnedAtInit: true, Via: "nri", Hook: 10 * time.Microsecond, CreateContainer: time.Millisecond},
+		{PinnedAtInit: true, Via: "nri", Hook: 10 * time.Microsecond, CreateContainer: time.Millisecond, SpecCPUs: "1", SpecRead: true, SpecPinned: true},
 		{PinnedAtInit: true, Via: "nri", Hook: 30 * time.Microsecond, CreateContainer: 3 * time.Millisecond},
 		{Error: "the worker failed"},
 	}
 	r := summarizeMode(samples)
 	if r.Pods != 3 || r.Measured != 2 || r.PinnedAtInit != 2 || r.Vias["nri"] != 2 || r.Hook.P50 != 10*time.Microsecond ||
-		r.Hook.P99 != 30*time.Microsecond || r.CreateContainer.Max != 3*time.Millisecond {
+		r.Hook.P99 != 30*time.Microsecond || r.CreateContainer.Max != 3*time.Millisecond || r.SpecRead != 1 || r.SpecPinned != 1 {
 		t.Errorf("summary %+v", r)
 	}
 	var b strings.Builder

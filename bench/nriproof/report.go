@@ -37,6 +37,10 @@ type modeResult struct {
 	// whose reading and pin were both read.
 	PinnedAtInit int `json:"pinnedAtInit"`
 	Measured     int `json:"measured"`
+	// SpecPinned counts workers whose runtime spec held their pin; SpecRead those whose spec was
+	// read.
+	SpecPinned int `json:"specPinned"`
+	SpecRead   int `json:"specRead"`
 	// Vias counts the agent's account of how each pin was made.
 	Vias            map[string]int `json:"vias"`
 	Window          summary        `json:"window"`
@@ -55,6 +59,12 @@ func summarizeMode(samples []sample) modeResult {
 		r.Measured++
 		if s.PinnedAtInit {
 			r.PinnedAtInit++
+		}
+		if s.SpecRead {
+			r.SpecRead++
+			if s.SpecPinned {
+				r.SpecPinned++
+			}
 		}
 		if s.Via != "" {
 			r.Vias[s.Via]++
@@ -84,7 +94,7 @@ func ms(d time.Duration) string { return fmt.Sprintf("%.2f ms", float64(d)/float
 // writeTable prints the result for people.
 func writeTable(w io.Writer, r result, modes []mode) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "PATH\tWORKERS\tFIRST AFFINITY = PIN\tAGENT'S ACCOUNT\tUNPINNED WINDOW p50 / p99 / max\tNRI HOOK p50 / p99\tCREATECONTAINER p50 / p99")
+	fmt.Fprintln(tw, "PATH\tWORKERS\tFIRST AFFINITY = PIN\tRUNTIME SPEC = PIN\tAGENT'S ACCOUNT\tUNPINNED WINDOW p50 / p99 / max\tNRI HOOK p50 / p99\tCREATECONTAINER p50 / p99")
 	for _, m := range modes {
 		mr := r.Modes[m]
 		hook := "-"
@@ -95,7 +105,7 @@ func writeTable(w io.Writer, r result, modes []mode) error {
 		if mr.CreateContainer.N > 0 {
 			create = ms(mr.CreateContainer.P50) + " / " + ms(mr.CreateContainer.P99)
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d of %d\t%v\t%s / %s / %s\t%s\t%s\n", m, mr.Pods, mr.PinnedAtInit, mr.Measured, mr.Vias,
+		fmt.Fprintf(tw, "%s\t%d\t%d of %d\t%d of %d\t%v\t%s / %s / %s\t%s\t%s\n", m, mr.Pods, mr.PinnedAtInit, mr.Measured, mr.SpecPinned, mr.SpecRead, mr.Vias,
 			ms(mr.Window.P50), ms(mr.Window.P99), ms(mr.Window.Max), hook, create)
 	}
 	if err := tw.Flush(); err != nil {

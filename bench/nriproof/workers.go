@@ -3,8 +3,10 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
+	"os/exec"
 	"regexp"
 	"strings"
 	"time"
@@ -33,6 +35,12 @@ type sample struct {
 	AffinityAtInit  string `json:"affinityAtInit"`
 	AffinityAtStart string `json:"affinityAtStart"`
 	PinnedAtInit    bool   `json:"pinnedAtInit"`
+	// SpecCPUs is the cpuset of the container's runtime spec, which runc applies before starting
+	// its first process (empty: none, every CPU of the pod's cgroup); SpecRead says it was read,
+	// SpecPinned that it was the pin.
+	SpecCPUs   string `json:"specCPUs"`
+	SpecRead   bool   `json:"specRead"`
+	SpecPinned bool   `json:"specPinned"`
 	// Via and Window are the agent's account of the pin (its "pinned container" log line).
 	Via    string        `json:"via,omitempty"`
 	Window time.Duration `json:"windowNs"`
@@ -51,6 +59,8 @@ type workers struct {
 	timeout time.Duration
 	agent   agentControl
 	log     *slog.Logger
+	// ctr and containerd read runtime specs; an empty ctr skips that.
+	ctr, containerd string
 }
 
 // pinEvent matches the agent's ExclusiveCPUs event message.
@@ -128,7 +138,36 @@ func (w workers) one(ctx context.Context, m mode, i int) (sample, error) {
 		return s, nil
 	}
 	s.PinnedAtInit = sameSet(s.AffinityAtInit, s.Pin)
+	if w.ctr != "" && s.ContainerID != "" {
+		if s.SpecCPUs, err = specCPUs(ctx, w.ctr, w.containerd, s.ContainerID); err != nil {
+			return s, err
+		}
+		s.SpecRead, s.SpecPinned = true, sameSet(s.SpecCPUs, s.Pin)
+	}
 	return s, nil
+}
+
+// specCPUs reads the cpuset of a container's runtime spec from containerd.
+func specCPUs(ctx context.Context, ctr, address, id string) (string, error) {
+	out, err := exec.CommandContext(ctx, ctr, "--address", address, "--namespace", "k8s.io", "containers", "info", id).Output()
+	if err != nil {
+		return "", fmt.Errorf("%s containers info %s: %w", ctr, id, err)
+	}
+	var info struct {
+		Spec struct {
+			Linux struct {
+				Resources struct {
+					CPU struct {
+						Cpus string `json:"cpus"`
+					} `json:"cpu"`
+				} `json:"resources"`
+			} `json:"linux"`
+		} `json:"Spec"`
+	}
+	if err := json.Unmarshal(out, &info); err != nil {
+		return "", fmt.Errorf("%s containers info %s: %w", ctr, id, err)
+	}
+	return info.Spec.Linux.Resources.CPU.Cpus, nil
 }
 
 // readRun takes the affinities from fgworker's JSON output.
