@@ -10,7 +10,7 @@
 # runs (and make cluster-down) wait for it.
 #
 # Environment:
-#   E2E_POLICIES   containerd 1.6 passes to run (default "none static")
+#   E2E_POLICIES   containerd 1.6 passes to run (default "none static"; empty: none)
 #   E2E_NRI        1 (default) adds the containerd 2 pass (policy none, fail-closed NRI); 0 skips it
 #   E2E_RUN        go test -run pattern (every pass)
 #   E2E_NRI_RUN    go test -run pattern of the containerd 2 pass when E2E_RUN is unset (default:
@@ -25,7 +25,7 @@ need_cmd go "golang (Go 1.26 in /usr/local/go/bin on PATH)"
 take_lock
 start_all=$SECONDS
 passes=()
-for policy in ${E2E_POLICIES:-none static}; do passes+=("$policy:1"); done
+for policy in ${E2E_POLICIES-none static}; do passes+=("$policy:1"); done
 [ "${E2E_NRI:-1}" = 0 ] || passes+=("none:2")
 started=0
 ran=()
