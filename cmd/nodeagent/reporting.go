@@ -77,10 +77,10 @@ func (r *reporting) hooks() agent.Hooks { return agentHooks{r.metrics} }
 
 // run serves the inspection endpoint and publishes the NodeResourceTopology of agent a until ctx
 // ends. client reaches the API server (dynamic.NewForConfig of the agent's configuration), topo
-// is the agent's topology and wholeCores is true unless the agent lets requests split cores. It
-// returns early only when the endpoint cannot listen.
-func (r *reporting) run(ctx context.Context, a *agent.Agent, nodeName string, client dynamic.Interface, topo *topology.Topology, wholeCores bool) error {
-	opts := report.Options{WholeCores: wholeCores}
+// is the agent's topology and opts shape the published numbers (WholeCores unless the agent lets
+// requests split cores, the agent's MinSharedCPUs). It returns early only when the endpoint cannot
+// listen.
+func (r *reporting) run(ctx context.Context, a *agent.Agent, nodeName string, client dynamic.Interface, topo *topology.Topology, opts report.Options) error {
 	changes, unsubscribe := a.Subscribe()
 	defer unsubscribe()
 	src := agentSource{a: a, changes: changes}

@@ -34,6 +34,7 @@ import (
 	"github.com/finegrain-dev/finegrain/pkg/cgroup"
 	"github.com/finegrain-dev/finegrain/pkg/cgroup/cgrouptest"
 	"github.com/finegrain-dev/finegrain/pkg/inspect"
+	"github.com/finegrain-dev/finegrain/pkg/report"
 	"github.com/finegrain-dev/finegrain/pkg/report/nrt"
 	"github.com/finegrain-dev/finegrain/pkg/topology"
 )
@@ -130,7 +131,10 @@ func TestReportingAroundARealAgent(t *testing.T) {
 	wg.Add(2)
 	go func() { defer wg.Done(); _ = a.Run(ctx) }()
 	errc := make(chan error, 1)
-	go func() { defer wg.Done(); errc <- rep.run(ctx, a, testNodeName, dyn, topo, true) }()
+	go func() {
+		defer wg.Done()
+		errc <- rep.run(ctx, a, testNodeName, dyn, topo, report.Options{WholeCores: true})
+	}()
 	defer func() {
 		cancel()
 		wg.Wait()

@@ -19,6 +19,7 @@ import (
 	"github.com/finegrain-dev/finegrain/pkg/agent/classify"
 	"github.com/finegrain-dev/finegrain/pkg/cgroup"
 	"github.com/finegrain-dev/finegrain/pkg/policy"
+	"github.com/finegrain-dev/finegrain/pkg/report"
 )
 
 const runUsage = `usage: nodeagent run [flags]
@@ -171,7 +172,7 @@ func serve(ctx context.Context, opts runOptions, log *slog.Logger) error {
 	}
 	reported := make(chan error, 1)
 	go func() {
-		err := rep.run(ctx, a, opts.agent.NodeName, dyn, a.Topology(), !opts.agent.AllowSplitCores)
+		err := rep.run(ctx, a, opts.agent.NodeName, dyn, a.Topology(), report.Options{WholeCores: !opts.agent.AllowSplitCores, MinSharedCPUs: opts.agent.MinSharedCPUs})
 		if err != nil {
 			cancel()
 		}

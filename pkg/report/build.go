@@ -27,6 +27,29 @@ type Options struct {
 	// that may not split physical cores can still get there. Set it when the agent does not let
 	// requests split cores (its default on SMT machines); without SMT it changes nothing.
 	WholeCores bool
+	// MinSharedCPUs is the smallest shared pool the agent keeps (policy.Config.MinSharedCPUs);
+	// below 1 counts as 1, the least the agent allows.
+	MinSharedCPUs int
+}
+
+// minShared is MinSharedCPUs, at least 1.
+func (o Options) minShared() int { return max(o.MinSharedCPUs, 1) }
+
+// ExclusiveAvailable returns the CPUs exclusive requests can still take on the whole node
+// together, under o: the free CPUs of every NUMA node minus the shared pool's minimum, and with
+// WholeCores only whole free cores (tpc threads each). Each NUMA node's own figure (Available)
+// may be larger; the sum of several is bounded by this.
+func (o Options) ExclusiveAvailable(free []policy.NUMAFree, tpc int) int {
+	cpus, cores := 0, 0
+	for _, f := range free {
+		cpus += f.FreeCPUs.Size()
+		cores += f.FreeWholeCores
+	}
+	spare := max(cpus-o.minShared(), 0)
+	if !o.WholeCores || tpc <= 1 {
+		return spare
+	}
+	return min(cores, spare/tpc) * tpc
 }
 
 // Available returns the CPUs one exclusive request could get in the NUMA node now, under o.
@@ -49,7 +72,8 @@ var ErrNoState = errors.New("the snapshot lists no NUMA node; the agent has not 
 // snap.Free, with cpu capacity (online CPUs), allocatable (minus reserved) and available (what one
 // exclusive request could get now, see Options), memory, costs from the NUMA distances, and the
 // free-cpus and pins attributes; at the top, the alignment policy, the pods fingerprint over the
-// pinned pods, the generation and the shared pool. It fails when the snapshot does not match the
+// pinned pods, the generation, the shared pool, its minimum and what exclusive requests can still
+// take on the whole node. It fails when the snapshot does not match the
 // topology.
 func Build(node NodeRef, topo *topology.Topology, snap Snapshot, opts Options) (*nrt.NodeResourceTopology, error) {
 	if node.Name == "" || node.UID == "" {
@@ -94,6 +118,8 @@ func Build(node NodeRef, topo *topology.Topology, snap Snapshot, opts Options) (
 			{Name: nrt.AttrPodsFingerprintMethod, Value: nrt.MethodWithExclusiveResources},
 			{Name: nrt.AttrGeneration, Value: strconv.FormatUint(snap.Generation, 10)},
 			{Name: nrt.AttrSharedCPUs, Value: snap.Shared.String()},
+			{Name: nrt.AttrMinSharedCPUs, Value: strconv.Itoa(opts.minShared())},
+			{Name: nrt.AttrExclusiveAvailable, Value: strconv.Itoa(opts.ExclusiveAvailable(snap.Free, topo.ThreadsPerCore()))},
 		},
 	}
 	for i, f := range snap.Free {

@@ -1,6 +1,7 @@
 package report
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 
@@ -56,7 +57,7 @@ func pinnedAllocator(t testing.TB, topo *topology.Topology) *policy.Allocator {
 
 // wantNRT is pinnedAllocator's state worked out by hand. Shared pool: 2-3,10-11 on node 0 and
 // 7,15 on node 1, 6 CPUs of which 2 must stay shared, so 4 may still go exclusive; node 0 has 2
-// free whole cores (4 CPUs), node 1 one (2 CPUs). The fingerprint is over hpc/lammps-worker-0,
+// free whole cores (4 CPUs), node 1 one (2 CPUs): the zones offer 4 and 2, but together only 4. The fingerprint is over hpc/lammps-worker-0,
 // hpc/stream-worker-1 and ?/uid-unknown (the pod the agent cannot name), computed with
 // python3-xxhash as in pkg/report/nrt's fingerprint test.
 const wantNRT = `
@@ -84,6 +85,10 @@ attributes:
   value: "17"
 - name: finegrain.dev/shared-cpus
   value: 2-3,7,10-11,15
+- name: finegrain.dev/min-shared-cpus
+  value: "2"
+- name: finegrain.dev/exclusive-available
+  value: "4"
 zones:
 - name: node-0
   type: Node
@@ -132,7 +137,7 @@ zones:
 func TestBuildMatchesLiteralObject(t *testing.T) {
 	topo := twoSocketSMT(t)
 	snap := SnapshotOf(pinnedAllocator(t, topo), 17, names)
-	obj, err := Build(testNode, topo, snap, Options{WholeCores: true})
+	obj, err := Build(testNode, topo, snap, Options{WholeCores: true, MinSharedCPUs: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,6 +190,66 @@ func TestBuildAvailableCountsSplitCoresUnlessWholeCores(t *testing.T) {
 		if got := cpu.Available.Value(); got != tt.want {
 			t.Errorf("WholeCores=%v: node-0 cpu available = %d, want %d (free CPUs %s)", tt.whole, got, tt.want, snap.Free[0].FreeCPUs)
 		}
+	}
+}
+
+// TestBuildExclusiveAvailableIsNodeWide: with nothing reserved, each NUMA node's zone offers all
+// its CPUs, but exclusive requests on both together must leave the shared pool its minimum — what
+// the agent's allocator enforces (it refuses the request that would take the last shared CPU).
+func TestBuildExclusiveAvailableIsNodeWide(t *testing.T) {
+	topo := twoSocketSMT(t)
+	for _, tt := range []struct {
+		name      string
+		minShared int
+		opts      Options
+		want      string
+	}{
+		{"split cores, default minimum", 1, Options{}, "15"},
+		{"whole cores, default minimum", 1, Options{WholeCores: true}, "14"},
+		{"whole cores, minimum 3", 3, Options{WholeCores: true, MinSharedCPUs: 3}, "12"},
+		{"split cores, minimum 3", 3, Options{MinSharedCPUs: 3}, "13"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			a, err := policy.New(topo, policy.Config{MinSharedCPUs: tt.minShared})
+			if err != nil {
+				t.Fatal(err)
+			}
+			obj, err := Build(testNode, topo, SnapshotOf(a, 1, names), tt.opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got, _ := obj.Attribute(nrt.AttrExclusiveAvailable); got != tt.want {
+				t.Errorf("%s = %q, want %q", nrt.AttrExclusiveAvailable, got, tt.want)
+			}
+			if got, _ := obj.Attribute(nrt.AttrMinSharedCPUs); got != strconv.Itoa(tt.minShared) {
+				t.Errorf("%s = %q, want %d", nrt.AttrMinSharedCPUs, got, tt.minShared)
+			}
+			sum := 0
+			for _, z := range obj.Zones {
+				cpu, _ := z.Resource(nrt.ResourceCPU)
+				sum += int(cpu.Available.Value())
+			}
+			if want, _ := strconv.Atoi(tt.want); sum <= want {
+				t.Errorf("zones offer %d CPUs together, want more than the node-wide %d (else the case shows nothing)", sum, want)
+			}
+			// What the attribute promises, the allocator gives: fill the node with 1-CPU pins
+			// (whole cores when they may not be split) and count.
+			per := 2
+			if !tt.opts.WholeCores {
+				per = 1
+			}
+			taken := 0
+			for i := 0; ; i++ {
+				asg, err := a.Allocate(policy.Request{Key: policy.Key{PodUID: "uid-" + strconv.Itoa(i), Container: "c"}, CPUs: per, AllowSplitCores: !tt.opts.WholeCores})
+				if err != nil {
+					break
+				}
+				taken += asg.CPUs.Size()
+			}
+			if want, _ := strconv.Atoi(tt.want); taken != want {
+				t.Errorf("the allocator gave %d CPUs to exclusive requests, the attribute promised %d", taken, want)
+			}
+		})
 	}
 }
 

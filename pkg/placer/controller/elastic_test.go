@@ -28,12 +28,12 @@ func (h *harness) hostfileLines(job string) int {
 
 // An elastic job starts with what fits and grows to its maximum when room appears.
 func TestElasticExpands(t *testing.T) {
-	h := newHarness(t, testOptions(), append(cluster(1, 8), hpcJob("el", 32, elastic(1, 4)))...)
+	h := newHarness(t, testOptions(), append(cluster(1, 9), hpcJob("el", 32, elastic(1, 4)))...)
 	h.eventually("job running", func() bool { return h.phase("hpc", "el") == v1alpha1.PhaseRunning })
 	if s := h.job("hpc", "el").Status; s.Workers != 2 {
 		t.Fatalf("started with %d workers, want the 2 that fit", s.Workers)
 	}
-	in := st.Uniform("n", 2, 2, 8, 64)
+	in := st.Uniform("n", 2, 2, 9, 64)
 	h.create(in.Nodes[1])
 	h.create(in.Topologies[1])
 	h.eventually("expanded to 4", func() bool {
@@ -53,7 +53,7 @@ func TestElasticExpands(t *testing.T) {
 
 // A higher-priority gang that does not fit shrinks a lower-priority elastic job by just enough.
 func TestElasticShrinksForPriority(t *testing.T) {
-	h := newHarness(t, testOptions(), append(cluster(2, 8), hpcJob("el", 32, elastic(1, 4)))...)
+	h := newHarness(t, testOptions(), append(cluster(2, 9), hpcJob("el", 32, elastic(1, 4)))...)
 	h.eventually("elastic job at 4 workers", func() bool {
 		return h.phase("hpc", "el") == v1alpha1.PhaseRunning && h.job("hpc", "el").Status.Workers == 4
 	})

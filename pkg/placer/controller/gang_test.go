@@ -67,7 +67,7 @@ func TestTwoGangsNeverDeadlock(t *testing.T) {
 // Higher priority goes first; a gang that cannot fit never blocks a smaller one behind it.
 func TestPriorityAndNoHeadOfLineBlocking(t *testing.T) {
 	prio := func(p int32) func(*v1alpha1.HPCJobSpec) { return func(s *v1alpha1.HPCJobSpec) { s.Priority = p } }
-	objs := append(cluster(1, 8),
+	objs := append(cluster(1, 9),
 		hpcJob("huge", 64, prio(100)), hpcJob("low", 8, prio(1)), hpcJob("high", 8, prio(10)))
 	h := newHarness(t, testOptions(), objs...)
 	h.eventually("high running", func() bool { return h.phase("hpc", "high") == v1alpha1.PhaseRunning })
@@ -213,12 +213,12 @@ func TestMinAvailableJobCompletesLater(t *testing.T) {
 	job := hpcJob("j", 24, func(s *v1alpha1.HPCJobSpec) {
 		s.Granularity, s.Workers, s.Gang.MinAvailable = v1alpha1.GranularityNone, 3, &two
 	})
-	h := newHarness(t, testOptions(), append(cluster(1, 8), job)...)
+	h := newHarness(t, testOptions(), append(cluster(1, 9), job)...)
 	h.eventually("job running", func() bool { return h.phase("hpc", "j") == v1alpha1.PhaseRunning })
 	if b, p := h.jobPodsOf("j"); b != 3 || p != 1 {
 		t.Fatalf("%d bound, %d pending; want 2 workers and the launcher bound, 1 worker waiting", b, p)
 	}
-	in := st.Uniform("n", 2, 2, 8, 64)
+	in := st.Uniform("n", 2, 2, 9, 64)
 	h.create(in.Nodes[1])
 	h.create(in.Topologies[1])
 	h.eventually("third worker bound", func() bool { b, p := h.jobPodsOf("j"); return b == 4 && p == 0 })

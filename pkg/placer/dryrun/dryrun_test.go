@@ -23,6 +23,7 @@ func TestPlanGolden(t *testing.T) {
 		{"job-cpu-scale", "cluster-paper"},
 		{"job-cpu-granularity", "cluster-paper"},
 		{"job-network", "cluster-paper"},
+		{"job-network-wide", "cluster-paper"},
 		{"job-none", "cluster-paper"},
 		{"job-cpu-scale", "cluster-tainted"},
 		{"job-none", "cluster-fragmented"},

@@ -1,8 +1,10 @@
 package hpcjob
 
 import (
+	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -13,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/finegrain-dev/finegrain/pkg/apis/finegrain/v1alpha1"
+	"github.com/finegrain-dev/finegrain/pkg/placer/plan"
 	"github.com/finegrain-dev/finegrain/pkg/placer/snapshot"
 	st "github.com/finegrain-dev/finegrain/pkg/placer/snapshot/snapshottest"
 )
@@ -255,16 +258,18 @@ func TestUnevenCluster(t *testing.T) {
 	}
 	s := snapshot.Build(in)
 	jp := mustPlan(t, s, newJob(16, v1alpha1.ProfileCPU, v1alpha1.GranularityScale))
-	want := []string{"0:4@n1/0", "1:4@n2/0", "2:4@n3/0", "3:4@n1/1"}
+	want := []string{"0:4@n1/0", "1:4@n2/0", "2:4@n3/0", "3:4@n2/0"}
 	if jp.Choice != (Choice{4, 4, 4}) || !slices.Equal(placements(jp), want) {
-		t.Errorf("scale: choice %+v placements %v, want 4/4/4 and %v (n4 fits one task but not four; n5 has no map; the fourth worker ties on score and load and takes the first name)", jp.Choice, placements(jp), want)
+		t.Errorf("scale: choice %+v placements %v, want 4/4/4 and %v (n4 fits one task but not four; n5 has no map; n1's 8 free CPUs take one worker, not two, since the agent keeps one shared; so does n3's; the fourth worker goes to n2, the only node left with room)", jp.Choice, placements(jp), want)
 	}
 	jp = mustPlan(t, s, newJob(16, v1alpha1.ProfileCPU, v1alpha1.GranularityFine))
 	count := map[string]int{}
 	for _, p := range jp.Result.Placements {
 		count[p.Node]++
 	}
-	if d := cmp.Diff(map[string]int{"n1": 4, "n2": 4, "n3": 4, "n4": 4}, count); d != "" {
+	// n4's 4 free CPUs take 3 one-CPU workers (one stays shared); the fourth of its group goes to
+	// n1, which has 7 CPUs for pinned workers.
+	if d := cmp.Diff(map[string]int{"n1": 5, "n2": 4, "n3": 4, "n4": 3}, count); d != "" {
 		t.Errorf("granularity: workers per node (-want +got):\n%s", d)
 	}
 }
@@ -313,6 +318,38 @@ func TestFragmentedCluster(t *testing.T) {
 	}
 	if jp.Note != "network job does not fit one NUMA node: split into 3 workers on 2 nodes" {
 		t.Errorf("note %q", jp.Note)
+	}
+}
+
+// A network job that would fit one NUMA node of an idle node waits for one on a busy cluster
+// instead of spreading; one that never could is split by the cluster's shape, not its load.
+func TestNetworkJobWaitsRatherThanSpreads(t *testing.T) {
+	idle := st.Uniform("n", 4, 2, 18, 64)
+	busy := idle
+	busy.Pods = nil
+	for _, n := range idle.Nodes {
+		for z := range 2 {
+			p := st.Pod("hpc", fmt.Sprintf("other-%s-%d", n.Name, z), n.Name, "12", "", true)
+			p.Annotations[v1alpha1.AnnotationNUMANode] = strconv.Itoa(z)
+			busy.Pods = append(busy.Pods, p)
+		}
+	}
+	s := snapshot.Build(busy)
+	_, err := PlanJob(s, newJob(16, v1alpha1.ProfileNetwork, v1alpha1.GranularityScale), "finegrain-placer")
+	var fe *plan.FitError
+	if !errors.As(err, &fe) || !strings.Contains(err.Error(), "member j-worker-0 (16 exclusive CPUs in one NUMA node") ||
+		!strings.Contains(err.Error(), "waits for a NUMA node to hold them (it is split only when none ever could)") {
+		t.Errorf("16-task network job on NUMA nodes of 18 with 6 free each: %v, want it to wait whole", err)
+	}
+
+	wide := newJob(40, v1alpha1.ProfileNetwork, v1alpha1.GranularityScale)
+	jp := mustPlan(t, snapshot.Build(idle), wide)
+	if jp.Choice != (Choice{2, 3, 1}) || !slices.Equal(placements(jp), []string{"0:14@n-0000/0", "1:13@n-0000/1", "2:13@n-0001/0"}) {
+		t.Errorf("40-task network job on idle NUMA nodes of 18: choice %+v placements %v", jp.Choice, placements(jp))
+	}
+	_, err = PlanJob(s, wide, "finegrain-placer")
+	if !errors.As(err, &fe) || !strings.Contains(err.Error(), "network job does not fit one NUMA node and waits to run as 3 workers") {
+		t.Errorf("40-task network job on the busy cluster: %v, want it to wait for 3 workers", err)
 	}
 }
 
@@ -365,11 +402,11 @@ func TestElastic(t *testing.T) {
 }
 
 func TestMinAvailableJob(t *testing.T) {
-	s := snapshot.Build(st.Uniform("n", 2, 1, 8, 64))
+	s := snapshot.Build(st.Uniform("n", 2, 1, 9, 64))
 	job := newJob(24, v1alpha1.ProfileCPU, v1alpha1.GranularityNone)
 	job.Spec.Workers = 3
 	if _, err := PlanJob(s, job, "finegrain-placer"); err == nil {
-		t.Fatal("three 8-CPU workers fit two 8-CPU nodes")
+		t.Fatal("three 8-CPU workers fit two 9-CPU nodes")
 	}
 	two := int32(2)
 	job.Spec.Gang.MinAvailable = &two

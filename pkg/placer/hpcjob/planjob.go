@@ -93,43 +93,51 @@ func PlanJob(s *snapshot.Snapshot, job *v1alpha1.HPCJob, scheduler string) (*Job
 	if err == nil || spec.Profile != v1alpha1.ProfileNetwork || spec.Granularity == v1alpha1.GranularityNone || !errors.As(err, &fe) {
 		return jp, err
 	}
+	if _, never := plan.Plan(s.Capacity(), jp.Gang); never == nil {
+		// One worker would fit a NUMA node of an idle node: the job waits for one, like any gang.
+		return jp, fmt.Errorf("%w; a network job keeps its tasks in one worker and waits for a NUMA node to hold them (it is split only when none ever could)", err)
+	}
 	return splitNetwork(s, job, scheduler, err)
 }
 
-// splitNetwork places a network job that does not fit one NUMA node of one node: it looks for
-// the fewest workers, each small enough for one NUMA node, that fit as one task group — which
-// packs them onto as few nodes as possible (MPI ranks on one node talk through shared memory).
+// splitNetwork places a network job whose one worker could never fit a NUMA node of any node,
+// however idle: it takes the fewest workers, each small enough for one NUMA node, that would
+// fit the idle cluster as one task group — which packs them onto as few nodes as possible (MPI
+// ranks on one node talk through shared memory) — and places that many now or not at all. The
+// split depends on the cluster's shape, never on its load: a busy cluster makes the job wait,
+// not spread.
 func splitNetwork(s *snapshot.Snapshot, job *v1alpha1.HPCJob, scheduler string, single error) (*JobPlan, error) {
 	nt := int(job.Spec.Tasks)
 	cpu := int(job.Spec.TaskResources.CPU.Value())
+	idle := s.Capacity()
 	hi := min(nt, v1alpha1.MaxWorkers)
 	lo := 2
-	if z := plan.LargestZone(s); z > 0 {
+	if z := plan.LargestZone(idle); z > 0 {
 		lo = max(lo, (nt*cpu+z-1)/z)
 	}
 	if lo > hi {
 		return nil, single
 	}
-	try := func(k int) (*JobPlan, error) {
-		jp := expansion(job, SplitTasks(nt, k), 1, scheduler)
-		return jp, jp.place(s)
+	fits := func(k int) error { return expansion(job, SplitTasks(nt, k), 1, scheduler).place(idle) }
+	if err := fits(hi); err != nil {
+		return nil, fmt.Errorf("network job fits neither one worker (%w) nor %d workers, even on an idle cluster: %w", single, hi, err)
 	}
-	best, err := try(hi)
-	if err != nil {
-		return nil, fmt.Errorf("network job fits neither one worker (%w) nor %d workers: %w", single, hi, err)
-	}
-	bestK := hi
-	for lo < bestK {
-		mid := lo + (bestK-lo)/2
-		if jp, err := try(mid); err == nil {
-			best, bestK = jp, mid
+	k := hi
+	for lo < k {
+		mid := lo + (k-lo)/2
+		if fits(mid) == nil {
+			k = mid
 		} else {
 			lo = mid + 1
 		}
 	}
-	best.Choice = Choice{Nodes: best.Result.NodesUsed, Workers: bestK, Groups: 1}
-	best.Note = fmt.Sprintf("network job does not fit one NUMA node: split into %d workers on %d nodes", bestK, best.Result.NodesUsed)
-	return best, nil
+	jp := expansion(job, SplitTasks(nt, k), 1, scheduler)
+	if err := jp.place(s); err != nil {
+		return jp, fmt.Errorf("network job does not fit one NUMA node and waits to run as %d workers: %w", k, err)
+	}
+	jp.Choice = Choice{Nodes: jp.Result.NodesUsed, Workers: k, Groups: 1}
+	jp.Note = fmt.Sprintf("network job does not fit one NUMA node: split into %d workers on %d nodes", k, jp.Result.NodesUsed)
+	return jp, nil
 }
 
 // planElastic starts an elastic job with as many workers as fit, between minReplicas and

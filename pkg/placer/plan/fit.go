@@ -12,9 +12,11 @@ import (
 type nodeUse struct {
 	node int32
 	res  snapshot.Resources
-	// zoneCPUs and zoneMem are taken per NUMA node, parallel to the node's snapshot zones.
+	// zoneCPUs and zoneMem are taken per NUMA node, parallel to the node's snapshot zones;
+	// pinned is zoneCPUs' sum.
 	zoneCPUs []int
 	zoneMem  []int64
+	pinned   int
 	// groups counts the gang's members on the node per task group (bound ones included).
 	groups  []groupCount
 	members int
@@ -66,12 +68,18 @@ func firstScalarShort(n *snapshot.Node, u *nodeUse, r *snapshot.Resources) strin
 	return ""
 }
 
-// zoneFor picks the NUMA node (an index into the node's zones) for a pinned member: the one
-// left fullest after the member (best fit, as the node agent packs), lowest ID on ties. It
-// returns -1 and the most free CPUs of any zone when none fits.
-func zoneFor(zones []snapshot.Zone, u *nodeUse, m *Member) (zone, largest int) {
+// zoneFor picks the NUMA node (an index into the node's zones) for a pinned member of node n:
+// the one left fullest after the member (best fit, as the node agent packs), lowest ID on ties.
+// A zone offers its own free CPUs, but never more than the node has left for pinned pods in all
+// (n.ExclusiveAvailable: the agent keeps a minimum shared pool across its NUMA nodes). It returns
+// -1 and the most CPUs any zone offers when none fits.
+func zoneFor(n *snapshot.Node, zones []snapshot.Zone, u *nodeUse, m *Member) (zone, largest int) {
 	zone, largest = -1, 0
 	bestLeft := 0
+	nodeLeft := n.ExclusiveAvailable
+	if u != nil {
+		nodeLeft -= u.pinned
+	}
 	for i := range zones {
 		z := &zones[i]
 		cpus, mem := z.FreeCPUs, z.FreeMemory
@@ -79,6 +87,7 @@ func zoneFor(zones []snapshot.Zone, u *nodeUse, m *Member) (zone, largest int) {
 			cpus -= u.zoneCPUs[i]
 			mem -= u.zoneMem[i]
 		}
+		cpus = min(cpus, nodeLeft)
 		largest = max(largest, cpus)
 		if cpus < m.PinnedCPUs || (z.FreeMemory >= 0 && mem < m.PinnedMemory) {
 			continue
@@ -105,7 +114,7 @@ func (p *planner) fit(ni int32, m *Member) (int, Kind) {
 	if n.TopologyProblem != "" {
 		return -1, KindTopology
 	}
-	z, _ := zoneFor(p.s.ZonesOf(int(ni)), u, m)
+	z, _ := zoneFor(n, p.s.ZonesOf(int(ni)), u, m)
 	if z < 0 {
 		return -1, KindNUMA
 	}
@@ -129,7 +138,7 @@ func (p *planner) fitReason(ni int32, m *Member) *reason {
 	if n.TopologyProblem != "" {
 		return &reason{kind: KindTopology, detail: n.TopologyProblem}
 	}
-	z, largest := zoneFor(p.s.ZonesOf(int(ni)), u, m)
+	z, largest := zoneFor(n, p.s.ZonesOf(int(ni)), u, m)
 	if z >= 0 {
 		return nil
 	}

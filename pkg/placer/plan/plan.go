@@ -140,11 +140,15 @@ func Available(s *snapshot.Snapshot, g *Gang, m *Member) int {
 	return n
 }
 
-// LargestZone is the most free CPUs any NUMA node of the snapshot offers.
+// LargestZone is the most free CPUs any NUMA node of the snapshot offers one pinned pod (its
+// own free CPUs, bounded by what its node has left for pinned pods in all).
 func LargestZone(s *snapshot.Snapshot) int {
 	most := 0
-	for i := range s.Zones {
-		most = max(most, s.Zones[i].FreeCPUs)
+	for i := range s.Nodes {
+		n := &s.Nodes[i]
+		for _, z := range s.ZonesOf(i) {
+			most = max(most, min(z.FreeCPUs, n.ExclusiveAvailable))
+		}
 	}
 	return most
 }

@@ -116,11 +116,36 @@ func TestPlanPicksBestFitNUMANode(t *testing.T) {
 	}
 }
 
+// TestPlanKeepsTheSharedPoolMinimum: each NUMA node of a 2 × 4-CPU node with nothing reserved
+// offers its 4 CPUs, but the agent keeps one CPU shared across both and publishes 7 for the
+// node: two 4-CPU workers never go there together (the agent would refuse the second).
+func TestPlanKeepsTheSharedPoolMinimum(t *testing.T) {
+	two := snapshot.Build(st.Uniform("n", 2, 2, 4, 64))
+	res, err := Plan(two, &Gang{Key: "HPCJob hpc/j", Members: workers(2, 1, 4), Groups: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := nodesOf(res); !slices.Equal(got, []string{"n-0000/0", "n-0001/0"}) {
+		t.Errorf("placements %v, want one worker per node", got)
+	}
+	one := snapshot.Build(st.Uniform("n", 1, 2, 4, 64))
+	_, err = Plan(one, &Gang{Key: "HPCJob hpc/j", Members: workers(2, 1, 4), Groups: 1})
+	if err == nil || !strings.Contains(err.Error(), "have no NUMA node with 4 free CPUs and 1Gi free memory (the largest has 3)") {
+		t.Errorf("two 4-CPU workers on one 2 × 4-CPU node: %v", err)
+	}
+	if got := LargestZone(one); got != 4 {
+		t.Errorf("LargestZone = %d, want 4", got)
+	}
+	if _, err := Plan(one, &Gang{Key: "HPCJob hpc/j", Members: workers(2, 1, 3), Groups: 1}); err != nil {
+		t.Errorf("two 3-CPU workers on one 2 × 4-CPU node: %v", err)
+	}
+}
+
 func TestPlanMinAvailable(t *testing.T) {
-	s := snapshot.Build(st.Uniform("n", 2, 1, 8, 64))
+	s := snapshot.Build(st.Uniform("n", 2, 1, 9, 64))
 	g := &Gang{Key: "HPCJob hpc/j", Members: workers(3, 3, 8), Groups: 3}
 	if _, err := Plan(s, g); err == nil {
-		t.Fatal("three 8-CPU workers fit two 8-CPU nodes")
+		t.Fatal("three 8-CPU workers fit two 9-CPU nodes")
 	}
 	g.MinAvailable = 2
 	res, err := Plan(s, g)
@@ -133,7 +158,7 @@ func TestPlanMinAvailable(t *testing.T) {
 }
 
 func TestPlanExclusiveNodes(t *testing.T) {
-	in := st.Uniform("n", 3, 1, 16, 64)
+	in := st.Uniform("n", 3, 1, 17, 64)
 	other := st.Pod("hpc", "k-worker-0", "n-0000", "2", "", true)
 	other.Labels[v1alpha1.LabelJob], other.Labels[v1alpha1.LabelRole] = "k", v1alpha1.RoleWorker
 	excl := st.Pod("ml", "p", "n-0001", "2", "", true)
@@ -167,7 +192,7 @@ func TestPlanExclusiveNodes(t *testing.T) {
 }
 
 func TestPlanLauncher(t *testing.T) {
-	s := snapshot.Build(st.Uniform("n", 2, 1, 8, 64))
+	s := snapshot.Build(st.Uniform("n", 2, 1, 9, 64))
 	launch := MemberFromPod(st.Pod("hpc", "j-launcher", "", "500m", "", false), 0, &Constraints{})
 	g := &Gang{Key: "HPCJob hpc/j", Members: workers(1, 1, 4), Groups: 1, Launcher: &launch}
 	res, err := Plan(s, g)
@@ -177,7 +202,8 @@ func TestPlanLauncher(t *testing.T) {
 	if res.Launcher == nil || res.Launcher.Node != res.Placements[0].Node || res.Launcher.NUMA != -1 {
 		t.Errorf("launcher %+v, want shared on the worker's node %s", res.Launcher, res.Placements[0].Node)
 	}
-	// Both workers fill one node; a launcher too big for what is left goes to the other node.
+	// Both workers take 8 of one node's 9 CPUs; a launcher too big for what is left goes to the
+	// other node.
 	big := MemberFromPod(st.Pod("hpc", "j-launcher", "", "6", "", false), 0, &Constraints{})
 	g = &Gang{Key: "HPCJob hpc/j", Members: workers(2, 1, 4), Groups: 1, Launcher: &big}
 	res, err = Plan(s, g)
@@ -187,7 +213,7 @@ func TestPlanLauncher(t *testing.T) {
 	if res.Launcher.Node == res.Placements[0].Node {
 		t.Errorf("6-CPU launcher on the full node %s", res.Launcher.Node)
 	}
-	huge := MemberFromPod(st.Pod("hpc", "j-launcher", "", "9", "", false), 0, &Constraints{})
+	huge := MemberFromPod(st.Pod("hpc", "j-launcher", "", "10", "", false), 0, &Constraints{})
 	g.Launcher = &huge
 	_, err = Plan(s, g)
 	var fe *FitError

@@ -290,6 +290,7 @@ func (p *planner) place(c candidate, m *Member, member bool) Placement {
 	if c.zone >= 0 {
 		u.zoneCPUs[c.zone] += m.PinnedCPUs
 		u.zoneMem[c.zone] += m.PinnedMemory
+		u.pinned += m.PinnedCPUs
 		numa = p.s.ZonesOf(int(c.node))[c.zone].NUMA
 	}
 	if member {

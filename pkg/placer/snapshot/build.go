@@ -137,6 +137,7 @@ func Build(in Input) *Snapshot {
 		node := &s.Nodes[i]
 		node.ZoneStart = len(s.Zones)
 		if t := topos[i]; t != nil {
+			node.ExclusiveAvailable, node.exclusiveCapacity = t.exclusive, t.capacity
 			for _, z := range t.zones {
 				if z.FreeMemory >= 0 && z.allocatableMemory > 0 {
 					z.FreeMemory = max(min(z.FreeMemory, z.allocatableMemory-pinnedMem[i][z.NUMA]), 0)
@@ -156,6 +157,7 @@ func (s *Snapshot) assume(p *corev1.Pod, node *Node, t *nodeTopology, pinnedMem 
 	cpus, mem := PinnedDemand(p)
 	zone := &t.zones[assumedZone(p, t.zones, cpus)]
 	pinnedMem[zone.NUMA] += mem
+	t.exclusive = max(t.exclusive-cpus, 0)
 	zone.FreeCPUs = max(zone.FreeCPUs-cpus, 0)
 	if zone.FreeMemory >= 0 {
 		zone.FreeMemory = max(zone.FreeMemory-mem, 0)
@@ -199,6 +201,7 @@ func (t *nodeTopology) release(p *corev1.Pod) {
 	}
 	delete(t.pinned, p.Namespace+"/"+p.Name)
 	cpus, mem := PinnedDemand(p)
+	t.exclusive += cpus
 	for i := range t.zones {
 		if z := &t.zones[i]; z.NUMA == numa {
 			z.FreeCPUs += cpus
@@ -231,11 +234,39 @@ func (s *Snapshot) Reserve(p *corev1.Pod) error {
 	}
 	zone := &zones[assumedZone(p, zones, cpus)]
 	zone.FreeCPUs = max(zone.FreeCPUs-cpus, 0)
+	node.ExclusiveAvailable = max(node.ExclusiveAvailable-cpus, 0)
 	if zone.FreeMemory >= 0 {
 		zone.FreeMemory = max(zone.FreeMemory-mem, 0)
 	}
 	s.Assumed = append(s.Assumed, Assumption{Pod: p.Namespace + "/" + p.Name, Node: node.Name, NUMA: zone.NUMA, CPUs: cpus, Memory: mem})
 	return nil
+}
+
+// Capacity returns the cluster as it would be with no pod running: nothing requested, no HPC
+// job on any node, every NUMA node's allocatable CPUs and memory free for pinned workers, and
+// every node's CPUs but the agent's shared-pool minimum available to them together. A gang that
+// does not fit it can never fit as it is. It is computed once per snapshot (Reserve does not
+// change it) and must not be reserved on.
+func (s *Snapshot) Capacity() *Snapshot {
+	if s.capacity != nil {
+		return s.capacity
+	}
+	c := &Snapshot{Nodes: make([]Node, len(s.Nodes)), Zones: make([]Zone, len(s.Zones))}
+	for i, n := range s.Nodes {
+		n.Requested, n.Jobs = Resources{}, nil
+		n.ExclusiveAvailable = n.exclusiveCapacity
+		c.Nodes[i] = n
+	}
+	for i, z := range s.Zones {
+		z.FreeCPUs = z.allocatableCPUs
+		if z.FreeMemory >= 0 && z.allocatableMemory > 0 {
+			z.FreeMemory = z.allocatableMemory
+		}
+		c.Zones[i] = z
+	}
+	c.capacity = c
+	s.capacity = c
+	return c
 }
 
 func newNode(n *corev1.Node) Node {

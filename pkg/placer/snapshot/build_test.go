@@ -39,9 +39,14 @@ func TestBuildReadsFreeCoreMaps(t *testing.T) {
 		{NUMA: 1, FreeCPUs: 18, FreeCPUList: "18-35", FreeMemory: -1},
 	}
 	if d := cmp.Diff(want, got, cmp.AllowUnexported(snapshot.Zone{}), cmp.FilterPath(func(p cmp.Path) bool {
-		return p.Last().String() == ".allocatableMemory"
+		return p.Last().String() == ".allocatableMemory" || p.Last().String() == ".allocatableCPUs"
 	}, cmp.Ignore())); d != "" {
 		t.Errorf("zones (-want +got):\n%s", d)
+	}
+	// The zones offer 14 + 18 CPUs, the node 14 in all: node 0's available (14 of 17 free) says
+	// the shared pool's minimum binds.
+	if got := s.Nodes[0].ExclusiveAvailable; got != 14 {
+		t.Errorf("n1 exclusive available %d, want 14", got)
 	}
 	if s.Nodes[0].Generation != 7 || s.Nodes[0].TopologyProblem != "" {
 		t.Errorf("n1 = %+v", s.Nodes[0])
@@ -244,8 +249,9 @@ func TestReserveAndGone(t *testing.T) {
 	if z := zonesOf(t, s, "n1"); z[1].FreeCPUs != 14 || z[1].FreeMemory != 62<<30 {
 		t.Errorf("NUMA 1 after reserve: %+v", z[1])
 	}
-	if n := s.Nodes[0]; n.Requested.MilliCPU != 10000 || len(n.Jobs) != 1 || len(s.Assumed) != 1 {
-		t.Errorf("node after reserve: requested %d jobs %v assumed %v", n.Requested.MilliCPU, n.Jobs, s.Assumed)
+	if n := s.Nodes[0]; n.Requested.MilliCPU != 10000 || len(n.Jobs) != 1 || len(s.Assumed) != 1 || n.ExclusiveAvailable != 29-4 {
+		t.Errorf("node after reserve: requested %d jobs %v assumed %v exclusive available %d (want 29 - 4)",
+			n.Requested.MilliCPU, n.Jobs, s.Assumed, n.ExclusiveAvailable)
 	}
 	p.Spec.NodeName = "n9"
 	if err := s.Reserve(p); err == nil || !strings.Contains(err.Error(), `reserve pod hpc/j-worker-0: node "n9" is not in the snapshot`) {
@@ -256,6 +262,72 @@ func TestReserveAndGone(t *testing.T) {
 	s = snapshot.Build(in)
 	if z := zonesOf(t, s, "n1"); z[0].FreeCPUs != 18 || z[0].FreeMemory != 64<<30 || s.Nodes[0].Requested.MilliCPU != 0 {
 		t.Errorf("with a gone: NUMA 0 %+v, requested %d", z[0], s.Nodes[0].Requested.MilliCPU)
+	}
+	if got := s.Nodes[0].ExclusiveAvailable; got != 29+6 {
+		t.Errorf("with a gone: exclusive available %d, want 29 + its 6 CPUs", got)
+	}
+}
+
+// setAttribute sets (or with value "", removes) a top-level attribute of a NodeResourceTopology.
+func setAttribute(u *unstructured.Unstructured, name, value string) {
+	var out []any
+	for _, a := range u.Object["attributes"].([]any) {
+		if a.(map[string]any)["name"] != name {
+			out = append(out, a)
+		}
+	}
+	if value != "" {
+		out = append(out, map[string]any{"name": name, "value": value})
+	}
+	u.Object["attributes"] = out
+}
+
+// TestBuildNodeWideExclusive: zones are counted each on its own, the node-wide figure bounds
+// their sum; without it (an older agent) a shared pool of one CPU is assumed; unreported pinned
+// pods come off it; Capacity is the node with nothing running.
+func TestBuildNodeWideExclusive(t *testing.T) {
+	build := func(exclusive, minShared string, pods ...*corev1.Pod) *snapshot.Snapshot {
+		u := st.NRT("n1", 1, st.Zone{Free: "0-3", Available: -1}, st.Zone{Free: "4-7", Available: -1})
+		setAttribute(u, "finegrain.dev/exclusive-available", exclusive)
+		setAttribute(u, "finegrain.dev/min-shared-cpus", minShared)
+		return snapshot.Build(snapshot.Input{Nodes: []*corev1.Node{st.Node("n1", 8, "8Gi", nil)}, Topologies: []*unstructured.Unstructured{u}, Pods: pods})
+	}
+	for _, tt := range []struct {
+		name, exclusive, minShared string
+		want, capacity             int
+		warning                    string
+	}{
+		{"published", "5", "3", 5, 5, ""},
+		{"older agent", "", "", 7, 7, ""},
+		{"malformed", "lots", "-2", 7, 7, "finegrain.dev/exclusive-available=\"lots\" is not a count of CPUs"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			s := build(tt.exclusive, tt.minShared)
+			if got := s.Nodes[0].ExclusiveAvailable; got != tt.want {
+				t.Errorf("exclusive available %d, want %d", got, tt.want)
+			}
+			if got := strings.Join(s.Warnings, "\n"); (tt.warning == "") != (got == "") || !strings.Contains(got, tt.warning) {
+				t.Errorf("warnings %q, want %q", got, tt.warning)
+			}
+			c := s.Capacity()
+			if got := c.Nodes[0].ExclusiveAvailable; got != tt.capacity {
+				t.Errorf("capacity: exclusive available %d, want %d", got, tt.capacity)
+			}
+		})
+	}
+
+	busy := st.Pod("hpc", "w", "n1", "3", "", true)
+	busy.Annotations[v1alpha1.AnnotationNUMANode] = "0"
+	s := build("7", "1", busy)
+	if got := s.Nodes[0].ExclusiveAvailable; got != 4 || len(s.Assumed) != 1 {
+		t.Errorf("with an unreported 3-CPU pin: exclusive available %d (assumed %v), want 4", got, s.Assumed)
+	}
+	c := s.Capacity()
+	if z := c.ZonesOf(0); c.Nodes[0].ExclusiveAvailable != 7 || c.Nodes[0].Requested.MilliCPU != 0 || z[0].FreeCPUs != 4 || z[1].FreeCPUs != 4 {
+		t.Errorf("capacity: node %+v zones %+v, want 7 exclusive CPUs, nothing requested, both zones free", c.Nodes[0], z)
+	}
+	if s.Capacity() != c {
+		t.Error("Capacity is not computed once")
 	}
 }
 

@@ -18,6 +18,8 @@ const (
 	attrFingerprint     = "nodeTopologyPodsFingerprint"
 	attrGeneration      = "finegrain.dev/generation"
 	attrFreeCPUs        = "finegrain.dev/free-cpus"
+	attrExclusive       = "finegrain.dev/exclusive-available"
+	attrMinShared       = "finegrain.dev/min-shared-cpus"
 	attrPins            = "finegrain.dev/pins"
 	nrtResourceCPU      = "cpu"
 	nrtResourceMemory   = "memory"
@@ -32,6 +34,9 @@ type nodeTopology struct {
 	pinned      map[string]int // "namespace/pod" → NUMA node listing it in its pins
 	fingerprint string
 	generation  int64
+	// exclusive is how many CPUs pinned pods can still take on the node together; capacity how
+	// many they could take with nothing running.
+	exclusive, capacity int
 	// warnings are problems that leave the map usable (a malformed pins entry).
 	warnings []string
 }
@@ -102,6 +107,7 @@ func parseNRT(u *unstructured.Unstructured) (*nodeTopology, error) {
 		return nil, shapeError(name, "zones", "is not a list")
 	}
 	seen := map[int]bool{}
+	freeSum := 0
 	for i, item := range zones {
 		z, ok := item.(map[string]any)
 		if !ok {
@@ -111,10 +117,11 @@ func parseNRT(u *unstructured.Unstructured) (*nodeTopology, error) {
 			continue
 		}
 		zname, _ := z["name"].(string)
-		zone, err := parseZone(z, t, name, i)
+		zone, free, err := parseZone(z, t, name, i)
 		if err != nil {
 			return nil, fmt.Errorf("NodeResourceTopology %s zone %q: %w", name, zname, err)
 		}
+		freeSum += free
 		if seen[zone.NUMA] {
 			return nil, fmt.Errorf("NodeResourceTopology %s lists NUMA node %d twice", name, zone.NUMA)
 		}
@@ -124,38 +131,71 @@ func parseNRT(u *unstructured.Unstructured) (*nodeTopology, error) {
 	if len(t.zones) == 0 {
 		return nil, fmt.Errorf("NodeResourceTopology %s has no zone of type %s", name, nrtZoneTypeNode)
 	}
+	t.nodeWide(attrs, name, freeSum)
 	return t, nil
 }
 
-func parseZone(z map[string]any, t *nodeTopology, object string, index int) (Zone, error) {
+// nodeWide sets what pinned pods can take on the whole node. An agent that does not publish it
+// (an older one) is taken to keep a shared pool of one CPU, the least any agent keeps.
+func (t *nodeTopology) nodeWide(attrs map[string]string, object string, freeSum int) {
+	number := func(attr string) (int, bool) {
+		v, ok := attrs[attr]
+		if !ok {
+			return 0, false
+		}
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			t.warnings = append(t.warnings, fmt.Sprintf("NodeResourceTopology %s: attribute %s=%q is not a count of CPUs; taken as absent", object, attr, v))
+			return 0, false
+		}
+		return n, true
+	}
+	minShared, ok := number(attrMinShared)
+	if !ok || minShared < 1 {
+		minShared = 1
+	}
+	allocatable := 0
+	for _, z := range t.zones {
+		allocatable += z.allocatableCPUs
+	}
+	t.capacity = max(allocatable-minShared, 0)
+	if n, ok := number(attrExclusive); ok {
+		t.exclusive = n
+	} else {
+		t.exclusive = max(freeSum-minShared, 0)
+	}
+}
+
+// parseZone reads one NUMA node's zone; it also returns the size of its free-cpus list.
+func parseZone(z map[string]any, t *nodeTopology, object string, index int) (Zone, int, error) {
 	zname, _ := z["name"].(string)
 	idText, ok := strings.CutPrefix(zname, nrtZonePrefix)
 	id, err := strconv.Atoi(idText)
 	if !ok || err != nil || id < 0 {
-		return Zone{}, fmt.Errorf("zone name must be %s<NUMA id>", nrtZonePrefix)
+		return Zone{}, 0, fmt.Errorf("zone name must be %s<NUMA id>", nrtZonePrefix)
 	}
 	path := fmt.Sprintf("zones[%d]", index)
 	attrs, err := attributesOf(z["attributes"], object, path+".attributes")
 	if err != nil {
-		return Zone{}, err
+		return Zone{}, 0, err
 	}
 	freeText, ok := attrs[attrFreeCPUs]
 	if !ok {
-		return Zone{}, fmt.Errorf("no %s attribute: the node agent has not published a free-core map", attrFreeCPUs)
+		return Zone{}, 0, fmt.Errorf("no %s attribute: the node agent has not published a free-core map", attrFreeCPUs)
 	}
 	free, err := cpuListSize(freeText)
 	if err != nil {
-		return Zone{}, fmt.Errorf("attribute %s=%q is not a CPU list: %w", attrFreeCPUs, freeText, err)
+		return Zone{}, 0, fmt.Errorf("attribute %s=%q is not a CPU list: %w", attrFreeCPUs, freeText, err)
 	}
-	zone := Zone{NUMA: id, FreeCPUs: free, FreeCPUList: freeText, FreeMemory: -1}
+	zone := Zone{NUMA: id, FreeCPUs: free, FreeCPUList: freeText, FreeMemory: -1, allocatableCPUs: free}
 	resources, ok := z["resources"].([]any)
 	if !ok && z["resources"] != nil {
-		return Zone{}, shapeError(object, path+".resources", "is not a list")
+		return Zone{}, 0, shapeError(object, path+".resources", "is not a list")
 	}
 	for i, item := range resources {
 		r, ok := item.(map[string]any)
 		if !ok {
-			return Zone{}, shapeError(object, fmt.Sprintf("%s.resources[%d]", path, i), "is not an object")
+			return Zone{}, 0, shapeError(object, fmt.Sprintf("%s.resources[%d]", path, i), "is not an object")
 		}
 		rname, _ := r["name"].(string)
 		if rname != nrtResourceCPU && rname != nrtResourceMemory {
@@ -174,16 +214,19 @@ func parseZone(z map[string]any, t *nodeTopology, object string, index int) (Zon
 		}
 		avail, hasAvail, err := amount("available")
 		if err != nil {
-			return Zone{}, err
+			return Zone{}, 0, err
 		}
 		alloc, hasAlloc, err := amount("allocatable")
 		if err != nil {
-			return Zone{}, err
+			return Zone{}, 0, err
 		}
 		switch rname {
 		case nrtResourceCPU:
 			if hasAvail {
 				zone.FreeCPUs = min(zone.FreeCPUs, int(max(avail, 0)))
+			}
+			if hasAlloc {
+				zone.allocatableCPUs = int(min(max(alloc, 0), maxCPUID))
 			}
 		case nrtResourceMemory:
 			if hasAvail {
@@ -207,7 +250,7 @@ func parseZone(z map[string]any, t *nodeTopology, object string, index int) (Zon
 			t.pinned[pod] = id
 		}
 	}
-	return zone, nil
+	return zone, free, nil
 }
 
 // parsePin reads "namespace/pod/container=cpus" and returns "namespace/pod".

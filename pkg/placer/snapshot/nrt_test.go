@@ -49,7 +49,7 @@ items:
 - apiVersion: topology.node.k8s.io/v1alpha2
   kind: NodeResourceTopology
   metadata: {name: n1}
-  attributes: [{name: finegrain.dev/generation, value: "2"}]
+  attributes: [{name: finegrain.dev/generation, value: "2"}, {name: finegrain.dev/exclusive-available, value: "2"}, {name: finegrain.dev/min-shared-cpus, value: "1"}]
   zones:
   - name: node-0
     type: Node
@@ -72,6 +72,9 @@ items:
 		for i := range s.Nodes {
 			if len(s.ZonesOf(i)) == 0 && s.Nodes[i].TopologyProblem == "" {
 				t.Fatalf("node %q has no zones and no topology problem", s.Nodes[i].Name)
+			}
+			if s.Nodes[i].ExclusiveAvailable < 0 || s.Capacity().Nodes[i].ExclusiveAvailable < 0 {
+				t.Fatalf("node %q has %d CPUs for pinned pods (%d when idle)", s.Nodes[i].Name, s.Nodes[i].ExclusiveAvailable, s.Capacity().Nodes[i].ExclusiveAvailable)
 			}
 			for _, z := range s.ZonesOf(i) {
 				if z.FreeCPUs < 0 {

@@ -31,6 +31,8 @@ type Snapshot struct {
 
 	// byLoad caches ByLoad's orders; Reserve clears them.
 	byLoad [2][]int32
+	// capacity caches Capacity.
+	capacity *Snapshot
 }
 
 // Node is one node as the placer sees it.
@@ -47,6 +49,13 @@ type Node struct {
 	// TopologyProblem says why the node cannot take pinned workers (no free-core map, or a
 	// malformed one); empty when it can.
 	TopologyProblem string
+	// ExclusiveAvailable is how many CPUs pinned workers can still take on the node together:
+	// the agent's node-wide figure (finegrain.dev/exclusive-available; without it, the free CPUs
+	// of every NUMA node minus a shared pool of one CPU) less assumptions. Each zone's FreeCPUs
+	// may be larger; the planner never puts more than this on the node in all.
+	ExclusiveAvailable int
+	// exclusiveCapacity is ExclusiveAvailable with nothing running.
+	exclusiveCapacity int
 	// Jobs are the HPC jobs (HPCJobs and pod groups) with workers on the node, sorted by key.
 	Jobs []JobOnNode
 	// Fingerprint and Generation identify the free-core map the node agent published.
@@ -65,6 +74,9 @@ type Zone struct {
 	// FreeMemory is the memory left for pinned workers, or -1 when the map does not report it.
 	FreeMemory int64
 
+	// allocatableCPUs and allocatableMemory are what the NUMA node offers pinned workers when
+	// nothing runs (the map's allocatable).
+	allocatableCPUs   int
 	allocatableMemory int64
 }
 

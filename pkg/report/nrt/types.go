@@ -35,6 +35,12 @@ const (
 	AttrGeneration = "finegrain.dev/generation"
 	// AttrSharedCPUs is the shared pool in kernel list format.
 	AttrSharedCPUs = "finegrain.dev/shared-cpus"
+	// AttrExclusiveAvailable is how many CPUs exclusive requests can still take on the whole node
+	// together: the shared pool minus its minimum (in whole cores when requests may not split
+	// them). A zone's cpu available counts each zone on its own; this bounds their sum.
+	AttrExclusiveAvailable = "finegrain.dev/exclusive-available"
+	// AttrMinSharedCPUs is the smallest shared pool the agent keeps (its --min-shared-cpus).
+	AttrMinSharedCPUs = "finegrain.dev/min-shared-cpus"
 	// AttrFreeCPUs (per zone) is the zone's CPUs in the shared pool: what exclusive requests can
 	// still be given, in kernel list format.
 	AttrFreeCPUs = "finegrain.dev/free-cpus"

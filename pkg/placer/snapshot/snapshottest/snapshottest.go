@@ -43,21 +43,29 @@ type Zone struct {
 	Pins string
 }
 
-// NRT is the NodeResourceTopology of node, zone i being NUMA node i.
+// NRT is the NodeResourceTopology of node, zone i being NUMA node i, as an agent keeping a
+// shared pool of at least one CPU publishes it: every zone's allocatable CPUs are its free ones,
+// and exclusive requests can take all free CPUs but one on the node together (less when a zone's
+// Available says the shared pool's minimum limits it).
 func NRT(node string, generation int, zones ...Zone) *unstructured.Unstructured {
 	var zs []any
+	free := 0
+	exclusive := -1
 	for i, z := range zones {
 		set, err := cpuset.Parse(z.Free)
 		size := set.Size()
 		if err != nil {
 			size = 0
 		}
+		free += size
 		avail := z.Available
 		if avail < 0 {
 			avail = size
+		} else if avail < size && (exclusive < 0 || avail < exclusive) {
+			exclusive = avail
 		}
 		res := []any{map[string]any{
-			"name": "cpu", "capacity": "64", "allocatable": "64", "available": strconv.Itoa(avail),
+			"name": "cpu", "capacity": strconv.Itoa(size), "allocatable": strconv.Itoa(size), "available": strconv.Itoa(avail),
 		}}
 		if z.Memory != "" {
 			res = append(res, map[string]any{"name": "memory", "capacity": z.Memory, "allocatable": z.Memory, "available": z.Memory})
@@ -70,6 +78,9 @@ func NRT(node string, generation int, zones ...Zone) *unstructured.Unstructured 
 			"name": fmt.Sprintf("node-%d", i), "type": "Node", "resources": res, "attributes": attrs,
 		})
 	}
+	if spare := max(free-1, 0); exclusive < 0 || spare < exclusive {
+		exclusive = spare
+	}
 	return &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "topology.node.k8s.io/v1alpha2",
 		"kind":       "NodeResourceTopology",
@@ -78,6 +89,8 @@ func NRT(node string, generation int, zones ...Zone) *unstructured.Unstructured 
 			map[string]any{"name": "topologyManagerPolicy", "value": "single-numa-node"},
 			map[string]any{"name": "nodeTopologyPodsFingerprint", "value": "pfp0v0010000000000000000"},
 			map[string]any{"name": "finegrain.dev/generation", "value": strconv.Itoa(generation)},
+			map[string]any{"name": "finegrain.dev/min-shared-cpus", "value": "1"},
+			map[string]any{"name": "finegrain.dev/exclusive-available", "value": strconv.Itoa(exclusive)},
 		},
 		"zones": zs,
 	}}
