@@ -41,6 +41,11 @@ func main() {
 
 func run(ctx context.Context, o pinning.Options, log *slog.Logger) error {
 	rc := pinning.Context{Command: strings.Join(os.Args, " "), LoadBefore: pinning.LoadAvg(o.ProcRoot), CPUs: runtime.NumCPU()}
+	entry, err := pinning.EntryMethod(o.Mountinfo)
+	if err != nil {
+		return err
+	}
+	rc.Entry = entry
 	samples, err := pinning.Measure(ctx, o, os.Stderr, log)
 	if err != nil {
 		return err

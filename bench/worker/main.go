@@ -25,6 +25,10 @@ const usage = `usage: fgworker dgemm|stream|noise [flags]
   noise   noisy neighbour: -threads threads stream over -mem-mib MiB until -duration ends
           (default: until SIGTERM)
 
+In a pod: -o log writes the result as one line "fgworker-result {json}" (noise: its running
+totals every -report too); -await-cpus N waits until each rank is pinned to N CPUs and
+-start-at T releases the ranks at time T, so that ranks in separate pods time together.
+
 flags:
 `
 
@@ -60,7 +64,7 @@ func parse(mode string, args []string) (worker.Options, bool, error) {
 	fs := flag.NewFlagSet("fgworker "+mode, flag.ContinueOnError)
 	fs.Usage = func() { fmt.Fprint(fs.Output(), usage); fs.PrintDefaults() }
 	fs.IntVar(&o.Procs, "np", 1, "processes (ranks) to run together")
-	fs.StringVar(&o.Output, "o", worker.OutputTable, "output: table or json")
+	fs.StringVar(&o.Output, "o", worker.OutputTable, "output: table, json or log (one result line for container logs)")
 	fs.IntVar(&o.N, "n", 2048, "dgemm: matrix order")
 	fs.DurationVar(&o.Duration, "duration", 10*time.Second, "dgemm: time each process multiplies at least; noise: run time (0: until stopped)")
 	fs.IntVar(&o.MinReps, "reps", 1, "dgemm: products each process does at least")
@@ -68,6 +72,9 @@ func parse(mode string, args []string) (worker.Options, bool, error) {
 	fs.IntVar(&o.NTimes, "ntimes", 20, "stream: passes; the best of all but the first is reported")
 	fs.IntVar(&o.NoiseThreads, "threads", runtime.NumCPU(), "noise: threads")
 	mem := fs.Int64("mem-mib", 512, "noise: MiB the threads stream over together")
+	fs.DurationVar(&o.Report, "report", time.Second, "noise with -o log: how often it writes its running totals (0: only at the end)")
+	fs.IntVar(&o.AwaitCPUs, "await-cpus", 0, "dgemm, stream: before the ranks start, wait until each may run on exactly this many CPUs (0: do not wait)")
+	startAt := fs.String("start-at", "", "dgemm, stream: release the ranks at this RFC 3339 time (default: as soon as they are ready)")
 	fs.StringVar(&o.SysfsRoot, "sysfs", "/sys", "sysfs root, for cache sizes")
 	fs.StringVar(&o.ProcRoot, "proc", "/proc", "procfs root, for thread statistics")
 	fs.DurationVar(&o.SampleInterval, "sample", 50*time.Millisecond, "how often thread placement is sampled")
@@ -80,6 +87,13 @@ func parse(mode string, args []string) (worker.Options, bool, error) {
 	}
 	if fs.NArg() > 0 {
 		return o, false, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if *startAt != "" {
+		t, err := time.Parse(time.RFC3339Nano, *startAt)
+		if err != nil {
+			return o, false, fmt.Errorf("-start-at %q: want an RFC 3339 time such as 2026-01-02T15:04:05.5Z: %w", *startAt, err)
+		}
+		o.StartAt = t
 	}
 	durationSet := false
 	fs.Visit(func(f *flag.Flag) { durationSet = durationSet || f.Name == "duration" })

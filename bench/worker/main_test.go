@@ -9,10 +9,12 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/finegrain-dev/finegrain/bench/internal/ep"
+	"github.com/finegrain-dev/finegrain/bench/internal/result"
 	"github.com/finegrain-dev/finegrain/bench/internal/threads"
 	"github.com/finegrain-dev/finegrain/bench/internal/worker"
 	"golang.org/x/sys/unix"
@@ -70,7 +72,7 @@ func TestEPRanksArePlacedThenTimed(t *testing.T) {
 	for _, mode := range []string{worker.ModeDGEMM, worker.ModeSTREAM} {
 		o := small(t, mode)
 		log := slog.New(slog.NewTextHandler(io.Discard, nil))
-		run, err := worker.RunEP(context.Background(), os.Args[0], o, pinEachRank(t, cpus), os.Stderr, log)
+		run, err := worker.RunEP(context.Background(), os.Args[0], o, worker.Placement{Place: pinEachRank(t, cpus)}, os.Stderr, log)
 		if err != nil {
 			t.Fatalf("%s: %v", mode, err)
 		}
@@ -157,5 +159,71 @@ func TestNoiseRunsForDuration(t *testing.T) {
 	}
 	if res.Threads != 1 || res.Bytes != 8<<20 || !(res.GBs > 0) {
 		t.Errorf("noise result %+v: want 1 thread over 8 MiB moving data", res)
+	}
+}
+
+// TestLogOutput: with -o log an EP run writes exactly one result line, released at -start-at,
+// and the noise writes its running totals every -report and once more at the end.
+func TestLogOutput(t *testing.T) {
+	start := time.Now().Add(300 * time.Millisecond).UTC()
+	o, _, err := parse("dgemm", []string{"-np", "1", "-n", "64", "-duration", "50ms", "-sample", "10ms", "-o", "log",
+		"-start-at", start.Format(time.RFC3339Nano)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !o.StartAt.Equal(start) {
+		t.Fatalf("-start-at parsed as %v, want %v", o.StartAt, start)
+	}
+	t.Setenv("FGWORKER_TEST_MAIN", "1")
+	var out strings.Builder
+	quietLog := slog.New(slog.NewTextHandler(io.Discard, nil))
+	if err := worker.Main(context.Background(), o, nil, &out, os.Stderr, quietLog); err != nil {
+		t.Fatal(err)
+	}
+	if time.Now().Before(start) {
+		t.Error("the run finished before its start time")
+	}
+	lines, err := worker.ResultLines([]byte(out.String()), 1<<20)
+	if err != nil || len(lines) != 1 || strings.Count(out.String(), "\n") != 1 {
+		t.Fatalf("output %q: want one result line (%v)", out.String(), err)
+	}
+	run, err := result.Parse(strings.NewReader(string(lines[0])))
+	if err != nil || len(run.Processes) != 1 {
+		t.Fatalf("result line %s: %v", lines[0], err)
+	}
+
+	o, _, err = parse("noise", []string{"-threads", "1", "-mem-mib", "4", "-duration", "350ms", "-report", "100ms", "-o", "log"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
+	out.Reset()
+	if err := worker.Main(context.Background(), o, nil, &out, os.Stderr, quietLog); err != nil {
+		t.Fatal(err)
+	}
+	lines, err = worker.ResultLines([]byte(out.String()), 1<<20)
+	if err != nil || len(lines) < 3 {
+		t.Fatalf("noise output %q: want running totals and a final line (%v)", out.String(), err)
+	}
+	var last worker.NoiseResult
+	if err := json.Unmarshal(lines[len(lines)-1], &last); err != nil {
+		t.Fatal(err)
+	}
+	if last.Seconds < 0.35 || !(last.GBs > 0) || last.Affinity == "" {
+		t.Errorf("final noise totals %+v: want ≥ 0.35 s, traffic and the CPUs it could use", last)
+	}
+}
+
+func TestParsePodFlags(t *testing.T) {
+	if _, _, err := parse("dgemm", []string{"-start-at", "tomorrow"}); err == nil || !strings.Contains(err.Error(), "RFC 3339") {
+		t.Errorf("-start-at tomorrow: %v", err)
+	}
+	o, _, err := parse("stream", []string{"-await-cpus", "2", "-o", "log"})
+	if err != nil || o.AwaitCPUs != 2 || o.Output != worker.OutputLog || o.Validate() != nil {
+		t.Errorf("stream -await-cpus 2 -o log: %+v, %v, %v", o, err, o.Validate())
+	}
+	o, _, _ = parse("noise", []string{"-await-cpus", "1"})
+	if err := o.Validate(); err == nil {
+		t.Error("noise with -await-cpus validated")
 	}
 }

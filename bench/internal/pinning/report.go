@@ -17,6 +17,8 @@ type Context struct {
 	LoadBefore, LoadAfter string
 	CPUs                  int
 	Ranks                 int
+	// Entry says how processes entered their cgroups (see EntryMethod); empty leaves it out.
+	Entry string
 }
 
 // LoadAvg reads the first three fields of <procRoot>/loadavg.
@@ -47,6 +49,9 @@ func Report(samples []Sample, o Options, ctx Context, stdout io.Writer) error {
 	fmt.Fprintf(&md, "Command: `%s`  \n", ctx.Command)
 	fmt.Fprintf(&md, "%d online CPUs, %d rank(s) per scenario, %d run(s) each, scenarios interleaved; load average before %s, after %s.\n\n",
 		ctx.CPUs, ctx.Ranks, o.Repeats, ctx.LoadBefore, ctx.LoadAfter)
+	if ctx.Entry != "" {
+		fmt.Fprintf(&md, "Ranks and neighbour: %s.\n\n", ctx.Entry)
+	}
 	WriteMarkdown(&md, rows)
 	rowsJSON, err := json.MarshalIndent(rows, "", "  ")
 	if err != nil {

@@ -141,26 +141,103 @@ func (b *bench) runOne(ctx context.Context, scenario, benchmark string) (s Sampl
 			return Sample{}, err
 		}
 	}
-	place := func(procs []*ep.Proc) error {
-		for i, g := range l.groups {
-			for _, r := range g.ranks {
-				if err := b.tree.attach(refs[i], procs[r].PID, rankControllers...); err != nil {
-					return err
-				}
-			}
-		}
-		return nil
+	pl, closeDirs, err := b.placement(l, refs)
+	if err != nil {
+		return Sample{}, err
 	}
+	defer closeDirs()
 	wo := worker.Options{
 		Mode: benchmark, Procs: b.ranks, Output: worker.OutputJSON,
 		N: b.o.N, Duration: b.o.Duration, MinReps: 1, ArrayLen: b.o.ArrayLen, NTimes: b.o.NTimes,
 		SysfsRoot: b.o.SysfsRoot, ProcRoot: b.o.ProcRoot,
 		SampleInterval: 50 * time.Millisecond, ReadyTimeout: 2 * time.Minute,
 	}
-	if s.Run, err = worker.RunEP(ctx, b.o.Worker, wo, place, b.stderr, b.log); err != nil {
+	if s.Run, err = worker.RunEP(ctx, b.o.Worker, wo, pl, b.stderr, b.log); err != nil {
+		return Sample{}, err
+	}
+	if err := checkPlaced(l, s.Run, b.tree.cloneInto); err != nil {
 		return Sample{}, err
 	}
 	return s, nil
+}
+
+// checkPlaced verifies that every pinned rank timed on its group's CPUs and, when it was created
+// in its cgroup, that its first instruction already ran there.
+func checkPlaced(l layout, run result.Run, createdInCgroup bool) error {
+	byRank := map[int]result.Process{}
+	for _, p := range run.Processes {
+		byRank[p.Rank] = p
+	}
+	for _, g := range l.groups {
+		want := g.cpus.String()
+		for _, r := range g.ranks {
+			p, ok := byRank[r]
+			switch {
+			case !ok:
+				return fmt.Errorf("rank %d of the group on CPUs %s reported no result", r, want)
+			case p.AffinityAtStart != want:
+				return fmt.Errorf("rank %d (pid %d) of the group on CPUs %s started timing on CPUs %s: it was not placed before release", r, p.PID, want, p.AffinityAtStart)
+			case createdInCgroup && p.AffinityAtInit != want:
+				return fmt.Errorf("rank %d (pid %d) was created in the cgroup of CPUs %s but its first instruction could run on CPUs %s", r, p.PID, want, p.AffinityAtInit)
+			}
+		}
+	}
+	return nil
+}
+
+// EntryMethod says how the ranks and the neighbour enter their cgroups on the host whose mount
+// table is mountinfo, for the report.
+func EntryMethod(mountinfo string) (string, error) {
+	mounts, err := cgroup.DetectMounts(mountinfo)
+	if err != nil {
+		return "", err
+	}
+	if cloneIntoCgroup(mounts.Version, kernelRelease()) {
+		return "created in their cgroups (clone3 CLONE_INTO_CGROUP, cgroup v2)", nil
+	}
+	return fmt.Sprintf("moved into their cgroups before the ranks are released (cgroup v%d)", mounts.Version), nil
+}
+
+// placement puts each rank of l into the cgroup of its group: created there where the tree can
+// (cgroup v2), else moved there before it is released. The returned function closes the cgroup
+// directories it opened, once the ranks have started.
+func (b *bench) placement(l layout, refs []cgroup.ContainerRef) (worker.Placement, func(), error) {
+	if !b.tree.cloneInto {
+		return worker.Placement{Place: func(procs []*ep.Proc) error {
+			for i, g := range l.groups {
+				for _, r := range g.ranks {
+					if err := b.tree.attach(refs[i], procs[r].PID, rankControllers...); err != nil {
+						return err
+					}
+				}
+			}
+			return nil
+		}}, func() {}, nil
+	}
+	var dirs []*os.File
+	closeAll := func() {
+		for _, d := range dirs {
+			_ = d.Close()
+		}
+	}
+	fds := map[int]int{}
+	for i, g := range l.groups {
+		d, err := b.tree.openDir(refs[i])
+		if err != nil {
+			closeAll()
+			return worker.Placement{}, nil, err
+		}
+		dirs = append(dirs, d)
+		for _, r := range g.ranks {
+			fds[r] = int(d.Fd())
+		}
+	}
+	return worker.Placement{CgroupFD: func(rank int) int {
+		if fd, ok := fds[rank]; ok {
+			return fd
+		}
+		return -1
+	}}, closeAll, nil
 }
 
 // placement spells where something runs for the report.
@@ -178,7 +255,8 @@ type neighbour struct {
 }
 
 // startNeighbour starts the noisy neighbour in its own Burstable pod cgroup with the CPU
-// quota of its limit, confined to cpus when that is not empty.
+// quota of its limit, confined to cpus when that is not empty: created there on cgroup v2, moved
+// there at once on v1.
 func (b *bench) startNeighbour(ctx context.Context, cpus cpuset.CPUSet) (*neighbour, error) {
 	ref, err := b.tree.addContainer(cgroup.Burstable)
 	if err != nil {
@@ -197,8 +275,19 @@ func (b *bench) startNeighbour(ctx context.Context, cpus cpuset.CPUSet) (*neighb
 		"-mem-mib", fmt.Sprint(b.o.NoiseMiB), "-duration", "0", "-o", "json")
 	n.cmd.Stdout, n.cmd.Stderr = &n.out, b.stderr
 	n.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if b.tree.cloneInto {
+		dir, err := b.tree.openDir(ref)
+		if err != nil {
+			return nil, err
+		}
+		defer dir.Close()
+		n.cmd.SysProcAttr.UseCgroupFD, n.cmd.SysProcAttr.CgroupFD = true, int(dir.Fd())
+	}
 	if err := n.cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start the neighbour %s noise: %w", b.o.Worker, err)
+	}
+	if b.tree.cloneInto {
+		return n, nil
 	}
 	if err := b.tree.attach(ref, n.cmd.Process.Pid, treeControllers...); err != nil {
 		_ = n.cmd.Process.Kill()

@@ -13,20 +13,29 @@ import (
 	"time"
 
 	"github.com/opencontainers/cgroups"
+	"golang.org/x/sys/unix"
 
 	"github.com/finegrain-dev/finegrain/pkg/cgroup"
 )
 
 // tree is the bench's own kubelet-shaped cgroup tree, <mount>/<base>/kubepods/…, in the
 // cpuset, cpu and memory hierarchies. It plays the kubelet's and the runtime's part: it creates
-// pod and container cgroups and moves processes into them. The values are written by
+// pod and container cgroups and puts processes into them. The values are written by
 // pkg/cgroup's writer, as the node agent writes them.
+//
+// How a process enters its container's cgroup: on cgroup v2 with clone3's CLONE_INTO_CGROUP
+// (Linux 5.7) it is created there (cloneInto, openDir), so it never runs or allocates memory
+// anywhere else — moving a running process on v2 migrates its pages to the new cpuset.mems,
+// which under emulation stalled guests for seconds; on v1, where a process belongs to one cgroup
+// per hierarchy and clone3 can name only one, its PID is written into each (attach) before it is
+// released.
 type tree struct {
-	mounts  cgroup.Mounts
-	layout  cgroup.Layout
-	writer  *cgroup.FS
-	log     *slog.Logger
-	created []string // directories in creation order, removed in reverse
+	mounts    cgroup.Mounts
+	layout    cgroup.Layout
+	writer    *cgroup.FS
+	log       *slog.Logger
+	cloneInto bool
+	created   []string // directories in creation order, removed in reverse
 }
 
 var treeControllers = []cgroup.Controller{cgroup.CPUSet, cgroup.CPU, cgroup.Memory}
@@ -41,7 +50,8 @@ func newTree(mounts cgroup.Mounts, base string, log *slog.Logger) (*tree, error)
 	if err != nil {
 		return nil, err
 	}
-	t := &tree{mounts: mounts, layout: layout, writer: writer, log: log}
+	t := &tree{mounts: mounts, layout: layout, writer: writer, log: log, cloneInto: cloneIntoCgroup(mounts.Version, kernelRelease())}
+	log.Debug("bench cgroup tree", "version", mounts.Version, "cloneIntoCgroup", t.cloneInto)
 	for _, c := range treeControllers {
 		if err := t.mkdirs(c, base, "kubepods"); err != nil {
 			t.close()
@@ -148,6 +158,41 @@ func (t *tree) attach(ref cgroup.ContainerRef, pid int, cs ...cgroup.Controller)
 		}
 	}
 	return nil
+}
+
+// openDir opens the container's cgroup v2 directory for clone3; the caller closes it.
+func (t *tree) openDir(ref cgroup.ContainerRef) (*os.File, error) {
+	dir, err := t.layout.ContainerDir(cgroup.CPUSet, ref)
+	if err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(dir, os.O_RDONLY|unix.O_DIRECTORY, 0)
+	if err != nil {
+		return nil, fmt.Errorf("open cgroup %s to create processes in: %w", dir, err)
+	}
+	return f, nil
+}
+
+// cloneIntoCgroup says whether processes can be created directly in a cgroup: cgroup v2 on a
+// kernel release 5.7 or later.
+func cloneIntoCgroup(v cgroup.Version, release string) bool {
+	if v != cgroup.V2 {
+		return false
+	}
+	var major, minor int
+	if _, err := fmt.Sscanf(release, "%d.%d", &major, &minor); err != nil {
+		return false
+	}
+	return major > 5 || major == 5 && minor >= 7
+}
+
+// kernelRelease is uname -r, or "" when it cannot be read.
+func kernelRelease() string {
+	var u unix.Utsname
+	if err := unix.Uname(&u); err != nil {
+		return ""
+	}
+	return unix.ByteSliceToString(u.Release[:])
 }
 
 // removeSince removes the directories created after the first n, newest first. The processes

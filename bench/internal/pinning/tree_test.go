@@ -16,6 +16,7 @@ import (
 	"github.com/opencontainers/cgroups"
 	"k8s.io/utils/cpuset"
 
+	"github.com/finegrain-dev/finegrain/bench/internal/result"
 	"github.com/finegrain-dev/finegrain/bench/internal/threads"
 	"github.com/finegrain-dev/finegrain/pkg/cgroup"
 )
@@ -176,6 +177,54 @@ func TestMeasureEndToEnd(t *testing.T) {
 	for _, f := range []string{"pinning.md", "pinning.json", "samples.json", "dgemm.png", "stream.png"} {
 		if _, err := os.Stat(filepath.Join(o.OutDir, f)); err != nil {
 			t.Errorf("report file: %v", err)
+		}
+	}
+}
+
+func TestCloneIntoCgroup(t *testing.T) {
+	for _, tc := range []struct {
+		v       cgroup.Version
+		release string
+		want    bool
+	}{
+		{cgroup.V2, "5.7.0", true},
+		{cgroup.V2, "6.1.0-28-amd64", true},
+		{cgroup.V2, "6.18.44-fc-v657", true},
+		{cgroup.V2, "5.6.19", false},
+		{cgroup.V2, "4.19.0", false},
+		{cgroup.V2, "", false},
+		{cgroup.V2, "garbage", false},
+		{cgroup.V1, "6.18.0", false},
+	} {
+		if got := cloneIntoCgroup(tc.v, tc.release); got != tc.want {
+			t.Errorf("cgroup v%d, kernel %q: clone into cgroup %v, want %v", tc.v, tc.release, got, tc.want)
+		}
+	}
+}
+
+func TestCheckPlaced(t *testing.T) {
+	l := layout{groups: []group{{cpus: cpuset.New(1), ranks: []int{0}}, {cpus: cpuset.New(2, 3), ranks: []int{1}}}}
+	run := func(init0, start0 string) result.Run {
+		return result.Run{Processes: []result.Process{
+			{Rank: 0, PID: 10, AffinityAtInit: init0, AffinityAtStart: start0},
+			{Rank: 1, PID: 11, AffinityAtInit: "2-3", AffinityAtStart: "2-3"},
+		}}
+	}
+	for _, tc := range []struct {
+		name        string
+		run         result.Run
+		created     bool
+		wantErrPart string
+	}{
+		{"moved before release", run("0-3", "1"), false, ""},
+		{"created in cgroup", run("1", "1"), true, ""},
+		{"not moved", run("0-3", "0-3"), false, "started timing on CPUs 0-3"},
+		{"created elsewhere", run("0-3", "1"), true, "first instruction could run on CPUs 0-3"},
+		{"missing rank", result.Run{Processes: []result.Process{{Rank: 1, AffinityAtStart: "2-3", AffinityAtInit: "2-3"}}}, false, "rank 0 of the group on CPUs 1 reported no result"},
+	} {
+		err := checkPlaced(l, tc.run, tc.created)
+		if tc.wantErrPart == "" && err != nil || tc.wantErrPart != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErrPart)) {
+			t.Errorf("%s: got %v, want %q", tc.name, err, tc.wantErrPart)
 		}
 	}
 }

@@ -16,10 +16,12 @@ const (
 	ModeNoise  = "noise"
 )
 
-// Output formats.
+// Output formats: a table, a JSON document, or log: one line LogPrefix + compact JSON, which a
+// reader finds in a container log that mixes the result with log messages.
 const (
 	OutputTable = "table"
 	OutputJSON  = "json"
+	OutputLog   = "log"
 )
 
 // Options is everything fgworker can be told.
@@ -37,9 +39,18 @@ type Options struct {
 	ArrayLen int
 	NTimes   int
 
-	// Noise: threads and bytes each thread streams over, for Duration (0: until stopped).
+	// Noise: threads and bytes each thread streams over, for Duration (0: until stopped); with log
+	// output it also writes its running totals every Report (0: only at the end).
 	NoiseThreads int
 	NoiseBytes   int64
+	Report       time.Duration
+
+	// StartAt, when set, is the moment an EP parent releases its ranks, so that EP runs in
+	// separate containers (one pod per rank) time together. AwaitCPUs, when positive, makes the
+	// parent first wait until every rank may run on exactly that many CPUs: a container that a
+	// node agent pins after it started must time nothing unpinned.
+	StartAt   time.Time
+	AwaitCPUs int
 
 	SysfsRoot, ProcRoot string
 	SampleInterval      time.Duration
@@ -55,8 +66,8 @@ func (o Options) Validate() error {
 	switch {
 	case o.Mode != ModeDGEMM && o.Mode != ModeSTREAM && o.Mode != ModeNoise:
 		return fmt.Errorf("unknown mode %q: use %s, %s or %s", o.Mode, ModeDGEMM, ModeSTREAM, ModeNoise)
-	case o.Output != OutputTable && o.Output != OutputJSON:
-		return fmt.Errorf("unknown output format %q: use %s or %s", o.Output, OutputTable, OutputJSON)
+	case o.Output != OutputTable && o.Output != OutputJSON && o.Output != OutputLog:
+		return fmt.Errorf("unknown output format %q: use %s, %s or %s", o.Output, OutputTable, OutputJSON, OutputLog)
 	case o.Procs < 1 || o.Procs > 4096:
 		return fmt.Errorf("-np %d: use 1 to 4096 processes", o.Procs)
 	case o.Duration < 0 || o.MinReps < 0:
@@ -67,6 +78,10 @@ func (o Options) Validate() error {
 		return fmt.Errorf("-ntimes %d: STREAM needs at least 2 passes", o.NTimes)
 	case o.Mode == ModeNoise && (o.NoiseThreads < 1 || o.NoiseBytes < 1<<20):
 		return fmt.Errorf("noise needs -threads ≥ 1 and -mem ≥ 1 MiB, got %d and %d bytes", o.NoiseThreads, o.NoiseBytes)
+	case o.AwaitCPUs < 0 || o.Report < 0:
+		return fmt.Errorf("-await-cpus %d and -report %v must not be negative", o.AwaitCPUs, o.Report)
+	case o.Mode == ModeNoise && (o.AwaitCPUs > 0 || !o.StartAt.IsZero()):
+		return fmt.Errorf("-await-cpus and -start-at apply to dgemm and stream ranks, not to noise")
 	case o.SampleInterval <= 0 || o.ReadyTimeout <= 0:
 		return fmt.Errorf("-sample %v and -ready-timeout %v must be positive", o.SampleInterval, o.ReadyTimeout)
 	}

@@ -17,6 +17,15 @@ import (
 // Placer acts on the started ranks before they are released, e.g. moves each into a cgroup.
 type Placer func(procs []*ep.Proc) error
 
+// Placement says where the ranks of an EP run go before they are released.
+type Placement struct {
+	// CgroupFD, when set, gives the open cgroup v2 directory each rank is created in, or -1 (see
+	// ep.Spec.CgroupFD).
+	CgroupFD func(rank int) int
+	// Place, when set, acts on the started ranks while they wait.
+	Place Placer
+}
+
 // ChildArgs are the command-line arguments that make fgworker run rank i of o.
 func ChildArgs(o Options, rank int) []string {
 	return []string{o.Mode, "-child", "-rank", strconv.Itoa(rank),
@@ -25,9 +34,9 @@ func ChildArgs(o Options, rank int) []string {
 		"-sysfs", o.SysfsRoot, "-proc", o.ProcRoot, "-sample", o.SampleInterval.String()}
 }
 
-// RunEP starts o.Procs ranks of the fgworker binary at path, lets place act on them while
-// they wait, releases them together and returns their aggregated results.
-func RunEP(ctx context.Context, path string, o Options, place Placer, stderr io.Writer, log *slog.Logger) (result.Run, error) {
+// RunEP starts o.Procs ranks of the fgworker binary at path where pl says, lets pl.Place act on
+// them while they wait, releases them together and returns their aggregated results.
+func RunEP(ctx context.Context, path string, o Options, pl Placement, stderr io.Writer, log *slog.Logger) (result.Run, error) {
 	spec := ep.Spec{
 		Path: path,
 		Args: func(rank int) []string { return ChildArgs(o, rank) },
@@ -36,14 +45,15 @@ func RunEP(ctx context.Context, path string, o Options, place Placer, stderr io.
 		N:            o.Procs,
 		Stderr:       stderr,
 		ReadyTimeout: o.ReadyTimeout,
+		CgroupFD:     pl.CgroupFD,
 	}
 	procs, err := ep.Start(ctx, spec)
 	if err != nil {
 		return result.Run{}, err
 	}
 	log.Debug("ranks ready", "mode", o.Mode, "processes", len(procs))
-	if place != nil {
-		if err := place(procs); err != nil {
+	if pl.Place != nil {
+		if err := pl.Place(procs); err != nil {
 			ep.Kill(procs)
 			return result.Run{}, fmt.Errorf("place ranks before release: %w", err)
 		}
@@ -85,14 +95,21 @@ func Main(ctx context.Context, o Options, stdin io.Reader, stdout, stderr io.Wri
 	if err != nil {
 		return fmt.Errorf("find own binary to start the ranks: %w", err)
 	}
-	run, err := RunEP(ctx, self, o, nil, stderr, log)
+	var pl Placement
+	if o.AwaitCPUs > 0 || !o.StartAt.IsZero() {
+		pl.Place = releaseWhenPlaced(ctx, o, log)
+	}
+	run, err := RunEP(ctx, self, o, pl, stderr, log)
 	if err != nil {
 		return err
 	}
-	if o.Output == OutputJSON {
+	switch o.Output {
+	case OutputJSON:
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
 		return enc.Encode(run)
+	case OutputLog:
+		return writeLogLine(stdout, run)
 	}
 	return result.WriteTable(stdout, run)
 }
