@@ -104,7 +104,8 @@ type Agent struct {
 type Report struct {
 	Allocated []policy.Assignment
 	Released  []policy.Assignment
-	// Pinned are exclusive containers whose cgroup was written; Shared the shared ones.
+	// Pinned are exclusive containers whose cpuset (cpus or mems) was written; Shared the shared
+	// containers whose cgroup was written.
 	Pinned []cgroup.ContainerRef
 	Shared []cgroup.ContainerRef
 	// Repaired are containers whose cgroup had drifted from what the agent wrote.

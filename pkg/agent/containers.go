@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/finegrain-dev/finegrain/pkg/agent/cgwatch"
@@ -171,12 +172,14 @@ func (a *Agent) recordLocked(w write, res cgroup.Result, err error, now time.Tim
 	}
 	drifted := c.hasWritten && sameResources(c.written, w.want) && len(res.Changes) > 0
 	c.lastErr, c.written, c.hasWritten, c.observed = "", w.want, true, w.want.CPUs
-	if len(res.Changes) > 0 {
-		if w.exclusive {
-			rep.Pinned = append(rep.Pinned, w.ref)
-		} else {
-			rep.Shared = append(rep.Shared, w.ref)
-		}
+	// A pin counts as written when its cpus or mems were; a flag alone (v1's memory_migrate on
+	// a container the runtime created with its pin) leaves the pin as it was.
+	pinChanged := slices.ContainsFunc(res.Changes, cgroup.Write.SetsCPUSet)
+	switch {
+	case w.exclusive && pinChanged:
+		rep.Pinned = append(rep.Pinned, w.ref)
+	case !w.exclusive && len(res.Changes) > 0:
+		rep.Shared = append(rep.Shared, w.ref)
 	}
 	if drifted {
 		rep.Repaired = append(rep.Repaired, w.ref)
@@ -187,7 +190,7 @@ func (a *Agent) recordLocked(w write, res cgroup.Result, err error, now time.Tim
 	case w.exclusive && !c.pinned:
 		c.pinned = true
 		window := now.Sub(c.seen)
-		if c.via == PathDecide && len(res.Changes) == 0 {
+		if c.via == PathDecide && !pinChanged {
 			// The runtime created the cgroup with the pin: the container never ran without it.
 			window = 0
 		}

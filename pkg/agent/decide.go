@@ -92,7 +92,7 @@ func (a *Agent) Decide(ctx context.Context, req ContainerRequest) (Decision, err
 			a.kickLoop()
 		}
 		d.Exclusive, d.NUMANode = true, asg.NUMANode
-		d.Resources = cgroup.Resources{CPUs: asg.CPUs, Mems: asg.Mems}
+		d.Resources = cgroup.Exclusive(asg.CPUs, asg.Mems)
 	}
 	d.SharedCPUs, d.SharedMems = st.alloc.SharedCPUs(), a.mems
 	if !d.Exclusive {
@@ -114,7 +114,7 @@ func (a *Agent) heldEntry(req ContainerRequest) (Decision, bool) {
 	if !ok {
 		return Decision{}, false
 	}
-	return Decision{Exclusive: true, NUMANode: asg.NUMANode, Resources: cgroup.Resources{CPUs: asg.CPUs, Mems: asg.Mems},
+	return Decision{Exclusive: true, NUMANode: asg.NUMANode, Resources: cgroup.Exclusive(asg.CPUs, asg.Mems),
 		SharedCPUs: a.st.alloc.SharedCPUs(), SharedMems: a.mems}, true
 }
 

@@ -63,6 +63,13 @@ func TestPinThroughInotify(t *testing.T) {
 	if len(e.hooks.pins) != 1 || e.hooks.pins[0] != PathInotify {
 		t.Errorf("PinWritten hooks = %v, want one via inotify", e.hooks.pins)
 	}
+	// The pin moves the pages the worker already holds (cgroup v1 needs the flag for that); the
+	// shared pool's values never ask for it.
+	for _, call := range e.cg.Calls() {
+		if call.Want.MigrateMemory != (call.Ref == ctr) {
+			t.Errorf("Apply(%s) MigrateMemory = %t, want it only for the pinned worker", call.Ref, call.Want.MigrateMemory)
+		}
+	}
 	// A second event for the same container (scan after watch) writes nothing.
 	if rep := e.appeared(ctr); len(rep.Pinned)+len(rep.Shared) != 0 {
 		t.Errorf("duplicate event wrote %+v", rep)

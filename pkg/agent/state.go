@@ -120,7 +120,7 @@ func (s *state) desired(c *ctrState, mems cpuset.CPUSet) (want cgroup.Resources,
 		return shared, false, true
 	}
 	if asg, ok := s.alloc.Lookup(policy.Key{PodUID: uid, Container: c.name}); ok {
-		return cgroup.Resources{CPUs: asg.CPUs, Mems: asg.Mems}, true, true
+		return cgroup.Exclusive(asg.CPUs, asg.Mems), true, true
 	}
 	if ps := s.pods[uid]; ps != nil {
 		if ct, ok := ps.info.Container(c.name); ok {
@@ -133,7 +133,7 @@ func (s *state) desired(c *ctrState, mems cpuset.CPUSet) (want cgroup.Resources,
 // sameResources reports whether two sets of cgroup values are equal.
 func sameResources(a, b cgroup.Resources) bool {
 	return a.CPUs.Equals(b.CPUs) && a.Mems.Equals(b.Mems) && a.CPUQuota == b.CPUQuota &&
-		a.CPUShares == b.CPUShares && a.MemoryLimit == b.MemoryLimit
+		a.CPUShares == b.CPUShares && a.MemoryLimit == b.MemoryLimit && a.MigrateMemory == b.MigrateMemory
 }
 
 // write is one planned Apply.

@@ -2,10 +2,10 @@
 // container's cgroup directories from validated API-server identifiers (pod UID, QoS class,
 // container ID) for the kubelet's cgroupfs and systemd drivers, with containerd and CRI-O naming,
 // on cgroup v1 and v2; parses such directories back into identifiers (for inotify events and
-// restarts); turns desired values (cpuset.cpus/mems, CPU quota, shares/weight, memory limit) into
-// a plan of file writes that honours the kernel's ordering rules; and performs the writes in one
-// place through github.com/opencontainers/cgroups, writing only what differs and reporting what it
-// did. It must not decide allocations (pkg/policy does), create or remove cgroups, write cgroups
-// outside the kubelet's kubepods tree, or take a path or a value from anything a pod author can
-// write.
+// restarts); turns desired values (cpuset.cpus/mems, with v1's memory_migrate for a pin; CPU
+// quota, shares/weight, memory limit) into a plan of file writes that honours the kernel's
+// ordering rules; and performs the writes in one place through github.com/opencontainers/cgroups,
+// writing only what differs and reporting what it did. It must not decide allocations
+// (pkg/policy does), create or remove cgroups, write cgroups outside the kubelet's kubepods tree,
+// or take a path or a value from anything a pod author can write.
 package cgroup

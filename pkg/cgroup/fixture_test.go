@@ -109,7 +109,7 @@ func (fx *fixture) mkCgroup(dir, h string) {
 		parentMems = strings.TrimSpace(string(b))
 	}
 	files := map[string]map[string]string{
-		"cpuset":      {fileCPUs: parentCPUs, fileMems: parentMems, fileV1EffCPUs: parentCPUs, fileV1EffMems: parentMems},
+		"cpuset":      {fileCPUs: parentCPUs, fileMems: parentMems, fileV1EffCPUs: parentCPUs, fileV1EffMems: parentMems, fileMemMigrate: "0"},
 		"cpu,cpuacct": {filePeriod: "100000", fileQuota: "-1", fileShares: "1024"},
 		"memory":      {fileMemLimit: v1MemUnlimited},
 		"unified": {

@@ -100,6 +100,73 @@ func TestApplyV1WidensAncestorsAndNarrowsSubCgroups(t *testing.T) {
 	}
 }
 
+// TestApplyV1ExclusiveMigratesMemory: an exclusive pin on v1 sets cpuset.memory_migrate on the
+// container and its sub-cgroups after the cpus and before any mems write (the kernel moves pages
+// only when the flag is set as mems change), and writes the flag again only when it was reset.
+func TestApplyV1ExclusiveMigratesMemory(t *testing.T) {
+	fx := newFixture(t, V1, Cgroupfs)
+	ref := mustRef(t, uidA, Guaranteed, "containerd://"+hexID)
+	fx.addContainer(ref)
+	ctr := fx.dir(CPUSet, ref)
+	fx.mkCgroup(filepath.Join(ctr, "sub"), "cpuset")
+	res, err := fx.fs.Apply(ref, Exclusive(cpuset.New(4, 5), cpuset.New(1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		ctr + "/sub/cpuset.cpus: 0-7 -> 4-5",
+		ctr + "/cpuset.cpus: 0-7 -> 4-5",
+		ctr + "/cpuset.memory_migrate: 0 -> 1",
+		ctr + "/sub/cpuset.memory_migrate: 0 -> 1",
+		ctr + "/sub/cpuset.mems: 0-1 -> 1",
+		ctr + "/cpuset.mems: 0-1 -> 1",
+	}
+	if diff := cmp.Diff(want, changes(res)); diff != "" {
+		t.Errorf("changes (-want +got):\n%s", diff)
+	}
+	if got := fx.read(fx.podDir(CPUSet, ref), "cpuset.memory_migrate"); got != "0" {
+		t.Errorf("pod's cpuset.memory_migrate = %s, want it left alone (0)", got)
+	}
+	res, err = fx.fs.Apply(ref, Exclusive(cpuset.New(4, 5), cpuset.New(1)))
+	if err != nil || len(res.Changes) != 0 {
+		t.Errorf("second Apply = %v, %v; want no changes", changes(res), err)
+	}
+	fx.set(ctr, "cpuset.memory_migrate", "0")
+	res, err = fx.fs.Apply(ref, Exclusive(cpuset.New(4, 5), cpuset.New(1)))
+	if diff := cmp.Diff([]string{ctr + "/cpuset.memory_migrate: 0 -> 1"}, changes(res)); err != nil || diff != "" {
+		t.Errorf("Apply after the flag was reset: %v (-want +got):\n%s", err, diff)
+	}
+	// Moving the pin to the other node: the flag is already set, only the sets change.
+	res, err = fx.fs.Apply(ref, Exclusive(cpuset.New(0, 1), cpuset.New(0)))
+	for _, w := range res.Changes {
+		if w.File == "cpuset.memory_migrate" {
+			t.Errorf("re-pin wrote %s, want the flag left as it is", w)
+		}
+	}
+	if err != nil || fx.read(ctr, "cpuset.mems") != "0" {
+		t.Errorf("re-pin = %v, %v; want mems 0", changes(res), err)
+	}
+	// A shared container's values never touch the flag.
+	other := mustRef(t, uidB, Burstable, "containerd://"+hexID2)
+	fx.addContainer(other)
+	res, err = fx.fs.Apply(other, Resources{CPUs: cpuset.New(2, 3), Mems: cpuset.New(0, 1)})
+	if err != nil || fx.read(fx.dir(CPUSet, other), "cpuset.memory_migrate") != "0" {
+		t.Errorf("shared Apply = %v, %v; want cpuset.memory_migrate left at 0", changes(res), err)
+	}
+}
+
+// TestApplyV2ExclusiveWritesNoFlag: cgroup v2 migrates pages on every mems change by itself.
+func TestApplyV2ExclusiveWritesNoFlag(t *testing.T) {
+	fx := newFixture(t, V2, Cgroupfs)
+	ref := mustRef(t, uidA, Guaranteed, "containerd://"+hexID)
+	fx.addContainer(ref)
+	res, err := fx.fs.Apply(ref, Exclusive(cpuset.New(4, 5), cpuset.New(1)))
+	d := fx.dir(CPUSet, ref)
+	if diff := cmp.Diff([]string{d + "/cpuset.cpus:  -> 4-5", d + "/cpuset.mems:  -> 1"}, changes(res)); err != nil || diff != "" {
+		t.Errorf("Apply: %v (-want +got):\n%s", err, diff)
+	}
+}
+
 func TestApplyV2(t *testing.T) {
 	fx := newFixture(t, V2, Systemd)
 	ref := mustRef(t, uidA, BestEffort, "cri-o://"+hexID)

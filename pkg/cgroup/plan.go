@@ -43,12 +43,14 @@ func (f *FS) Plan(ref ContainerRef, want Resources) (Plan, error) {
 	}
 	p := Plan{ref: ref}
 	v := f.layout.Mounts.Version
-	if !want.CPUs.IsEmpty() || !want.Mems.IsEmpty() {
+	if !want.CPUs.IsEmpty() || !want.Mems.IsEmpty() || (want.MigrateMemory && v == V1) {
 		var writes []Write
 		var err error
 		if v == V1 {
-			writes, err = f.planCpusetV1(ref, want.CPUs, want.Mems)
+			writes, err = f.planCpusetV1(ref, want)
 		} else {
+			// cgroup v2 migrates a task's pages whenever its cpuset.mems changes: MigrateMemory
+			// needs no write.
 			writes, err = f.planCpusetV2(ref, want.CPUs, want.Mems)
 		}
 		if err != nil {
@@ -89,7 +91,11 @@ func (l Layout) containerDir(c Controller, r ContainerRef) string {
 // top-down where they lack the target), the container, and its own sub-cgroups (narrowed
 // bottom-up). Ancestors are read upwards from the pod only until one already holds the target:
 // by the v1 subset rule every cgroup above it does too, so the common case reads just the pod.
-func (f *FS) planCpusetV1(ref ContainerRef, cpus, mems cpuset.CPUSet) ([]Write, error) {
+// With want.MigrateMemory, cpuset.memory_migrate becomes 1 on the container and its sub-cgroups
+// after the cpus writes and before any mems write: v1 moves a task's pages only when the flag
+// is set at the moment its cgroup's mems change.
+func (f *FS) planCpusetV1(ref ContainerRef, want Resources) ([]Write, error) {
+	cpus, mems := want.CPUs, want.Mems
 	chain := f.layout.chain(CPUSet, ref)
 	var up []v1Node
 	for i := len(chain) - 1; i >= 0; i-- {
@@ -122,6 +128,13 @@ func (f *FS) planCpusetV1(ref ContainerRef, cpus, mems cpuset.CPUSet) ([]Write, 
 		{fileCPUs, cpus, func(n v1Node) cpuset.CPUSet { return n.cpus }},
 		{fileMems, mems, func(n v1Node) cpuset.CPUSet { return n.mems }},
 	} {
+		if file.name == fileMems && want.MigrateMemory {
+			mig, err := f.planMigrateV1(ref, tree[container:])
+			if err != nil {
+				return nil, err
+			}
+			writes = append(writes, mig...)
+		}
 		if file.target.IsEmpty() {
 			continue
 		}
@@ -131,6 +144,25 @@ func (f *FS) planCpusetV1(ref ContainerRef, cpus, mems cpuset.CPUSet) ([]Write, 
 		}
 		v1CpusetWants(nodes, container, file.target)
 		writes = append(writes, orderV1CpusetWrites(nodes, file.name)...)
+	}
+	return writes, nil
+}
+
+// planMigrateV1 plans cpuset.memory_migrate = 1 where it is not set yet on the container's
+// cgroup (nodes[0]) and its sub-cgroups; a sub-cgroup that vanished meanwhile is skipped.
+func (f *FS) planMigrateV1(ref ContainerRef, nodes []v1Node) ([]Write, error) {
+	var writes []Write
+	for i, n := range nodes {
+		old, err := f.read(ref, CPUSet, n.dir, fileMemMigrate)
+		if i > 0 && (errors.Is(err, ErrVanished) || errors.Is(err, ErrControllerMissing)) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if old != "1" {
+			writes = append(writes, Write{Dir: n.dir, File: fileMemMigrate, Old: old, New: "1"})
+		}
 	}
 	return writes, nil
 }

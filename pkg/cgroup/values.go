@@ -32,6 +32,7 @@ const (
 const (
 	fileCPUs          = "cpuset.cpus"
 	fileMems          = "cpuset.mems"
+	fileMemMigrate    = "cpuset.memory_migrate"
 	fileV1EffCPUs     = "cpuset.effective_cpus"
 	fileV1EffMems     = "cpuset.effective_mems"
 	fileV2EffCPUs     = "cpuset.cpus.effective"
@@ -71,6 +72,19 @@ type Resources struct {
 	// down to a whole page. Lowering it below the container's usage makes the kernel reclaim and,
 	// failing that, OOM-kill (v2) or refuse with EBUSY (v1): callers decide whether that is wanted.
 	MemoryLimit int64
+	// MigrateMemory makes the pages the container's processes already hold follow its
+	// cpuset.mems when they change. cgroup v1 leaves them where they are unless the cgroup's
+	// cpuset.memory_migrate is 1 when mems is written, so on v1 it is set to 1 on the container's
+	// cgroup (and its sub-cgroups) before any cpuset.mems write. cgroup v2 always migrates (the
+	// kernel sets the flag on every cpuset of the unified hierarchy), so on v2 it writes nothing.
+	MigrateMemory bool
+}
+
+// Exclusive returns the values of an exclusive pin: cpus and mems, with the pages the container
+// already holds moved to mems (a container pinned after it started may have allocated on any
+// node).
+func Exclusive(cpus, mems cpuset.CPUSet) Resources {
+	return Resources{CPUs: cpus, Mems: mems, MigrateMemory: true}
 }
 
 // Value is one interface file and the content it should hold, in the kernel's own spelling so
@@ -105,6 +119,9 @@ func (r Resources) Values(v Version) []Value {
 	var out []Value
 	if !r.CPUs.IsEmpty() {
 		out = append(out, Value{CPUSet, fileCPUs, r.CPUs.String()})
+	}
+	if r.MigrateMemory && v == V1 {
+		out = append(out, Value{CPUSet, fileMemMigrate, "1"})
 	}
 	if !r.Mems.IsEmpty() {
 		out = append(out, Value{CPUSet, fileMems, r.Mems.String()})
@@ -163,7 +180,7 @@ func canonical(file, raw string) (string, error) {
 			return bad("a kernel CPU list")
 		}
 		return set.String(), nil
-	case filePeriod, fileQuota, fileShares, fileWeight:
+	case filePeriod, fileQuota, fileShares, fileWeight, fileMemMigrate:
 		n, err := strconv.ParseInt(s, 10, 64)
 		if err != nil {
 			return bad("an integer")

@@ -42,6 +42,23 @@ func TestValues(t *testing.T) {
 	}
 }
 
+// TestExclusiveValues: an exclusive pin sets v1's cpuset.memory_migrate before its mems, so the
+// pages a container allocated before its pin follow it; v2 migrates without a flag.
+func TestExclusiveValues(t *testing.T) {
+	pin := Exclusive(cpuset.New(4, 5), cpuset.New(1))
+	wantV1 := []Value{{CPUSet, "cpuset.cpus", "4-5"}, {CPUSet, "cpuset.memory_migrate", "1"}, {CPUSet, "cpuset.mems", "1"}}
+	if diff := cmp.Diff(wantV1, pin.Values(V1)); diff != "" {
+		t.Errorf("v1 values (-want +got):\n%s", diff)
+	}
+	wantV2 := []Value{{CPUSet, "cpuset.cpus", "4-5"}, {CPUSet, "cpuset.mems", "1"}}
+	if diff := cmp.Diff(wantV2, pin.Values(V2)); diff != "" {
+		t.Errorf("v2 values (-want +got):\n%s", diff)
+	}
+	if shared := (Resources{CPUs: cpuset.New(0, 1), Mems: cpuset.New(0, 1)}); len(shared.Values(V1)) != 2 {
+		t.Errorf("shared values %v: want cpus and mems only (the shared pool's mems only widen)", shared.Values(V1))
+	}
+}
+
 // TestSharesToWeight pins the conversion runc applies to a container's shares on v2, so the
 // writer never fights the value runc set at creation.
 func TestSharesToWeight(t *testing.T) {
@@ -87,6 +104,7 @@ func TestCanonical(t *testing.T) {
 		{"cpuset.mems", "0-1\n", "0-1"},
 		{"cpu.cfs_quota_us", "-1\n", "-1"},
 		{"cpu.shares", "01024\n", "1024"},
+		{"cpuset.memory_migrate", "0\n", "0"},
 		{"memory.limit_in_bytes", v1MemUnlimited + "\n", "-1"},
 		{"memory.limit_in_bytes", "1073741824\n", "1073741824"},
 		{"memory.max", "max\n", "max"},
@@ -101,7 +119,7 @@ func TestCanonical(t *testing.T) {
 		}
 	}
 	for _, tc := range []struct{ file, raw string }{
-		{"cpuset.cpus", "zero"}, {"cpu.shares", "many"}, {"memory.limit_in_bytes", "-2"},
+		{"cpuset.cpus", "zero"}, {"cpu.shares", "many"}, {"cpuset.memory_migrate", "yes"}, {"memory.limit_in_bytes", "-2"},
 		{"memory.max", "lots"}, {"cpu.max", "100000"}, {"cpu.max", "x 100000"}, {"cpu.max", "max y"},
 		{"cgroup.procs", "1"},
 	} {

@@ -57,6 +57,10 @@ type Write struct {
 	New  string
 }
 
+// SetsCPUSet reports whether the write changes a cgroup's cpuset.cpus or cpuset.mems, rather
+// than a flag, a quota or a limit.
+func (w Write) SetsCPUSet() bool { return w.File == fileCPUs || w.File == fileMems }
+
 func (w Write) String() string {
 	return fmt.Sprintf("%s: %s -> %s", filepath.Join(w.Dir, w.File), w.Old, w.New)
 }

@@ -84,6 +84,12 @@ func (r *Recorder) apply(ref cgroup.ContainerRef, want cgroup.Resources) (cgroup
 	for _, v := range cur.Values(r.version) {
 		old[v.File] = v.Data
 	}
+	// The kernel creates every v1 cpuset with cpuset.memory_migrate 0.
+	for _, v := range (cgroup.Resources{MigrateMemory: true}).Values(r.version) {
+		if _, ok := old[v.File]; !ok {
+			old[v.File] = "0"
+		}
+	}
 	var res cgroup.Result
 	for _, v := range want.Values(r.version) {
 		if old[v.File] != v.Data {
@@ -115,6 +121,7 @@ func merge(cur, want cgroup.Resources) cgroup.Resources {
 	if want.MemoryLimit != 0 {
 		cur.MemoryLimit = want.MemoryLimit
 	}
+	cur.MigrateMemory = cur.MigrateMemory || want.MigrateMemory
 	return cur
 }
 

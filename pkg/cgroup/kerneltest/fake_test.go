@@ -30,8 +30,8 @@ func TestRecorderMatchesRealWriter(t *testing.T) {
 			rec.Add(r, cgroup.Resources{CPUs: st.CPUs, Mems: st.Mems, CPUQuota: st.CPUQuota, CPUShares: 1024, MemoryLimit: st.MemoryLimit})
 			excl, pool, exclMems := k.pools()
 			for i, want := range []cgroup.Resources{
-				{CPUs: excl, Mems: exclMems},
-				{CPUs: excl, Mems: exclMems},
+				cgroup.Exclusive(excl, exclMems),
+				cgroup.Exclusive(excl, exclMems),
 				{CPUs: pool, Mems: k.mems, CPUQuota: cgroup.Quota{QuotaUS: 20000, PeriodUS: 100000}, CPUShares: 512},
 				{CPUQuota: cgroup.Quota{QuotaUS: 30000, PeriodUS: 50000}, MemoryLimit: 128<<20 + 7},
 				{CPUs: k.online, CPUQuota: cgroup.Quota{QuotaUS: cgroup.QuotaUnlimited, PeriodUS: 100000}, MemoryLimit: cgroup.MemoryUnlimited},

@@ -188,3 +188,69 @@ func TestGuestPinnedMemoryIsLocal(t *testing.T) {
 		}
 	}
 }
+
+// TestGuestPinMovesEarlyPages: a container pinned after it started (the inotify and informer
+// paths) may already hold pages on another NUMA node. The values the node agent writes for an
+// exclusive pin (cgroup.Exclusive) move them to the pinned node: on cgroup v1 through
+// cpuset.memory_migrate, set before the mems change. Plain cpus and mems show why the flag is
+// needed — v1 leaves the pages where they are (which also proves this test can tell) — and
+// that v2 migrates without it.
+func TestGuestPinMovesEarlyPages(t *testing.T) {
+	m, k := guestKernel(t, cgroup.Cgroupfs)
+	nodes := cpuNodes(m)
+	if len(nodes) < 2 {
+		t.Skipf("needs 2 NUMA nodes with CPUs, the guest has %d", len(nodes))
+	}
+	from, to := nodes[0], nodes[1]
+	pinCPUs, pinMems := lastCore(m, to), cpuset.New(to)
+	for i, tc := range []struct {
+		name  string
+		want  cgroup.Resources
+		moves bool
+	}{
+		{"exclusive pin", cgroup.Exclusive(pinCPUs, pinMems), true},
+		{"cpus and mems without migration", cgroup.Resources{CPUs: pinCPUs, Mems: pinMems}, k.version == cgroup.V2},
+	} {
+		r := guestRef(t, 300+i, "Guaranteed")
+		k.addContainer(r)
+		// Before its pin the container ran, and allocated, on the other node.
+		k.apply(r, cgroup.Resources{CPUs: lastCore(m, from), Mems: cpuset.New(from)})
+		h := startMemHelper(t, k, k.dirs(r)...)
+		const mib = 16
+		h.alloc(mib)
+		early := h.anonPages()
+		least := mib << 20 / os.Getpagesize() * 9 / 10
+		if early[from] < least {
+			t.Fatalf("%s: %d anonymous pages on node %d before the pin, want at least %d: %v", tc.name, early[from], from, least, early)
+		}
+		res := k.apply(r, tc.want)
+		if !res.EffectiveMems.Equals(pinMems) {
+			t.Fatalf("%s: effective mems %s, want %s", tc.name, res.EffectiveMems, pinMems)
+		}
+		after := h.anonPages()
+		total := 0
+		for _, n := range after {
+			total += n
+		}
+		t.Logf("%s on %s: before the pin %v, after it %v (node %d: %d of %d pages)", tc.name, k.version, early, after, to, after[to], total)
+		switch {
+		case tc.moves && (after[to]*20 < total*19):
+			t.Errorf("%s: %d of %d anonymous pages on the pinned node %d after the pin, want at least 95%%: %v", tc.name, after[to], total, to, after)
+		case !tc.moves && after[from]*2 < early[from]:
+			t.Errorf("%s: cgroup v1 moved %d of %d pages off node %d without cpuset.memory_migrate; the exclusive case proves nothing if the kernel migrates anyway", tc.name, early[from]-after[from], early[from], from)
+		}
+		if k.version == cgroup.V1 {
+			dir, err := k.layout.ContainerDir(cgroup.CPUSet, r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := "0"
+			if tc.want.MigrateMemory {
+				want = "1"
+			}
+			if got := k.read(dir, "cpuset.memory_migrate"); got != want {
+				t.Errorf("%s: %s/cpuset.memory_migrate = %s, want %s", tc.name, dir, got, want)
+			}
+		}
+	}
+}
