@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"google.golang.org/grpc"
@@ -51,17 +52,18 @@ type Resolver interface {
 
 var _ Resolver = (*Client)(nil)
 
-// Client asks a CRI runtime over its socket.
+// Client asks a CRI runtime over its socket. It is safe for concurrent use.
 type Client struct {
-	endpoint string
-	conn     *grpc.ClientConn
-	rt       runtimeapi.RuntimeServiceClient
-	timeout  time.Duration
+	endpoint, target string
+	timeout          time.Duration
+
+	mu   sync.Mutex
+	conn *grpc.ClientConn
+	rt   runtimeapi.RuntimeServiceClient
 }
 
 // Dial prepares a client for the CRI endpoint ("unix:///run/containerd/containerd.sock" or a
-// socket path); the connection is made on first use and re-made after failures. Every call is
-// bounded by timeout.
+// socket path); the connection is made on first use. Every Resolve is bounded by timeout.
 func Dial(endpoint string, timeout time.Duration) (*Client, error) {
 	target := endpoint
 	if strings.HasPrefix(endpoint, "/") {
@@ -73,34 +75,88 @@ func Dial(endpoint string, timeout time.Duration) (*Client, error) {
 	if timeout <= 0 {
 		return nil, fmt.Errorf("CRI endpoint %q: call timeout %s must be positive", endpoint, timeout)
 	}
-	conn, err := grpc.NewClient(target,
+	c := &Client{endpoint: endpoint, target: target, timeout: timeout}
+	conn, err := c.dial()
+	if err != nil {
+		return nil, err
+	}
+	c.conn, c.rt = conn, runtimeapi.NewRuntimeServiceClient(conn)
+	return c, nil
+}
+
+func (c *Client) dial() (*grpc.ClientConn, error) {
+	conn, err := grpc.NewClient(c.target,
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMessageSize)))
 	if err != nil {
-		return nil, fmt.Errorf("CRI endpoint %q: %w", endpoint, err)
+		return nil, fmt.Errorf("CRI endpoint %q: %w", c.endpoint, err)
 	}
-	return &Client{endpoint: endpoint, conn: conn, rt: runtimeapi.NewRuntimeServiceClient(conn), timeout: timeout}, nil
+	return conn, nil
 }
 
 // Close releases the connection.
-func (c *Client) Close() error { return c.conn.Close() }
+func (c *Client) Close() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.conn.Close()
+}
+
+// runtime returns the current connection's client.
+func (c *Client) runtime() runtimeapi.RuntimeServiceClient {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.rt
+}
+
+// redial replaces the connection that failed (unless another caller already did) with a fresh
+// one and returns its client. A restarted runtime listens on a new socket: a fresh connection
+// dials the path again at once, while the failed one would wait out gRPC's reconnect back-off
+// (up to two minutes) and fail every call meanwhile.
+func (c *Client) redial(failed runtimeapi.RuntimeServiceClient) (runtimeapi.RuntimeServiceClient, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.rt != failed {
+		return c.rt, nil
+	}
+	conn, err := c.dial()
+	if err != nil {
+		return nil, err
+	}
+	_ = c.conn.Close()
+	c.conn, c.rt = conn, runtimeapi.NewRuntimeServiceClient(conn)
+	return c.rt, nil
+}
 
 // Resolve asks the runtime for the container's status, and for a sandbox's when the ID is not a
-// container. An ID the runtime does not know yields an error wrapping ErrNotFound.
+// container. An ID the runtime does not know yields an error wrapping ErrNotFound. When the
+// runtime is unreachable (restarted, or its socket replaced) the client redials once and asks
+// again within the same timeout.
 func (c *Client) Resolve(ctx context.Context, id cgroup.ContainerID) (Identity, error) {
 	if err := id.Validate(); err != nil {
 		return Identity{}, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
-	cs, err := c.rt.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: id.ID})
+	rt := c.runtime()
+	got, err := c.resolve(ctx, rt, id)
+	if status.Code(err) != codes.Unavailable {
+		return got, err
+	}
+	if rt, err = c.redial(rt); err != nil {
+		return Identity{}, err
+	}
+	return c.resolve(ctx, rt, id)
+}
+
+func (c *Client) resolve(ctx context.Context, rt runtimeapi.RuntimeServiceClient, id cgroup.ContainerID) (Identity, error) {
+	cs, err := rt.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: id.ID})
 	if err == nil {
 		return containerIdentity(id, cs.GetStatus())
 	}
 	if status.Code(err) != codes.NotFound {
 		return Identity{}, fmt.Errorf("CRI %s: status of container %s: %w", c.endpoint, id, err)
 	}
-	ss, err := c.rt.PodSandboxStatus(ctx, &runtimeapi.PodSandboxStatusRequest{PodSandboxId: id.ID})
+	ss, err := rt.PodSandboxStatus(ctx, &runtimeapi.PodSandboxStatusRequest{PodSandboxId: id.ID})
 	if status.Code(err) == codes.NotFound {
 		return Identity{}, fmt.Errorf("CRI %s: container %s: %w", c.endpoint, id, ErrNotFound)
 	}

@@ -47,6 +47,13 @@ func (f *fakeRuntime) PodSandboxStatus(_ context.Context, r *runtimeapi.PodSandb
 
 func serve(t *testing.T, f *fakeRuntime) string {
 	sock := filepath.Join(t.TempDir(), "cri.sock")
+	serveAt(t, f, sock)
+	return sock
+}
+
+// serveAt serves f on a new socket at path sock until the returned server stops; stopping it
+// removes the socket, as a runtime that exits does.
+func serveAt(t *testing.T, f *fakeRuntime, sock string) *grpc.Server {
 	lis, err := net.Listen("unix", sock)
 	if err != nil {
 		t.Fatal(err)
@@ -55,7 +62,7 @@ func serve(t *testing.T, f *fakeRuntime) string {
 	runtimeapi.RegisterRuntimeServiceServer(srv, f)
 	go srv.Serve(lis)
 	t.Cleanup(srv.Stop)
-	return sock
+	return srv
 }
 
 var (
@@ -125,6 +132,49 @@ func TestResolveTimeoutAndAbsentRuntime(t *testing.T) {
 	if _, err := absent.Resolve(context.Background(), ctrID); err == nil || errors.Is(err, ErrNotFound) {
 		t.Errorf("Resolve(no runtime) = %v, want an unavailability error", err)
 	}
+}
+
+// TestResolveRedialsAfterRuntimeRestart: the runtime restarts, so its socket at the same path is
+// a new one, and the agent asked it something while it was down. The next question is answered
+// at once (gRPC's own reconnect would fail every call during its back-off, which grows from a
+// second to two minutes while the runtime stays away).
+func TestResolveRedialsAfterRuntimeRestart(t *testing.T) {
+	f := &fakeRuntime{containers: map[string]*runtimeapi.ContainerStatus{
+		ctrID.ID: {Id: ctrID.ID, Metadata: &runtimeapi.ContainerMetadata{Name: "rank"}, Labels: map[string]string{labelPodUID: uid}},
+	}}
+	sock := filepath.Join(t.TempDir(), "containerd.sock")
+	first := serveAt(t, f, sock)
+	c, err := Dial(sock, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+	if _, err := c.Resolve(ctx, ctrID); err != nil {
+		t.Fatalf("Resolve before the restart: %v", err)
+	}
+	first.Stop()
+	// Ask until a connection attempt has failed: gRPC then backs off before it dials again.
+	for i := 0; ; i++ {
+		_, err := c.Resolve(ctx, ctrID)
+		if status.Code(err) != codes.Unavailable {
+			t.Fatalf("Resolve while the runtime is down = %v, want Unavailable", err)
+		}
+		if strings.Contains(err.Error(), "while dialing") {
+			break
+		}
+		if i == 100 {
+			t.Fatalf("no failed dial after %d calls while the runtime is down: %v", i, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	serveAt(t, f, sock)
+	start := time.Now()
+	got, err := c.Resolve(ctx, ctrID)
+	if err != nil || got != (Identity{PodUID: uid, Name: "rank"}) {
+		t.Fatalf("Resolve after the restart = %+v, %v; want the container named", got, err)
+	}
+	t.Logf("answered %s after the runtime came back", time.Since(start))
 }
 
 func TestDialRejects(t *testing.T) {
