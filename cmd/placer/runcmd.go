@@ -39,6 +39,7 @@ func runRun(args []string, _, stderr io.Writer) int {
 	fs.DurationVar(&c.SnapshotTTL, "snapshot-ttl", c.SnapshotTTL, "how long one cluster snapshot serves consecutive gangs")
 	fs.DurationVar(&c.AssumeTTL, "assume-ttl", c.AssumeTTL, "how long a bound pod the informer never shows is still assumed")
 	fs.DurationVar(&c.ResyncPeriod, "resync-period", c.ResyncPeriod, "informer resync period")
+	fs.DurationVar(&c.RefusalGrace, "refusal-grace", c.RefusalGrace, "how long a bound worker the node agent refused to pin may stay unpinned before its job is placed again")
 	fs.TextVar(&level, "log-level", slog.LevelInfo, "log level: debug, info, warn, error")
 	if err := fs.Parse(args); err != nil {
 		return 2

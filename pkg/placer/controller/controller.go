@@ -20,7 +20,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
@@ -56,6 +58,9 @@ type Options struct {
 	AssumeTTL time.Duration
 	// ResyncPeriod is the informers' resync period; every job is re-examined that often.
 	ResyncPeriod time.Duration
+	// RefusalGrace is how long a worker the node agent refused to pin may stay unpinned before
+	// its job is placed again (the agent pins it by itself when CPUs free up meanwhile).
+	RefusalGrace time.Duration
 }
 
 // DefaultOptions are the flags' defaults.
@@ -70,6 +75,7 @@ func DefaultOptions() Options {
 		SnapshotTTL:    100 * time.Millisecond,
 		AssumeTTL:      30 * time.Second,
 		ResyncPeriod:   5 * time.Minute,
+		RefusalGrace:   5 * time.Second,
 	}
 }
 
@@ -84,12 +90,14 @@ type Controller struct {
 
 	kubeInformers informers.SharedInformerFactory
 	dynInformers  dynamicinformer.DynamicSharedInformerFactory
-	pods          corelisters.PodLister
-	podIndex      cache.Indexer
-	nodes         corelisters.NodeLister
-	nrts          cache.GenericLister
-	jobs          cache.GenericLister
-	synced        []cache.InformerSynced
+	// eventInformers watch only the node agent's refusal events.
+	eventInformers informers.SharedInformerFactory
+	pods           corelisters.PodLister
+	podIndex       cache.Indexer
+	nodes          corelisters.NodeLister
+	nrts           cache.GenericLister
+	jobs           cache.GenericLister
+	synced         []cache.InformerSynced
 
 	// Written by informer handlers, read by the loop.
 	mu         sync.Mutex
@@ -97,6 +105,8 @@ type Controller struct {
 	dirtyGangs map[string]bool
 	// settled are pods the informer has shown bound (value: the node) or deleted (value: "").
 	settled map[string]string
+	// refused are the node agent's refusal events by pod ("namespace/name").
+	refused map[string]refusal
 	changed bool
 	wake    chan struct{}
 
@@ -111,8 +121,11 @@ type Controller struct {
 	results    chan *bindOp
 	jobStatus  map[string]writtenStatus
 	lastReason map[string]string
-	apiSlots   chan struct{}
-	binds      sync.WaitGroup
+	// refusals wait out their grace; replans counts each job's refusals.
+	refusals map[string]refusal
+	replans  map[string]int
+	apiSlots chan struct{}
+	binds    sync.WaitGroup
 }
 
 // gangIndex indexes pods the placer schedules by their gang key.
@@ -125,6 +138,7 @@ func New(kube kubernetes.Interface, dyn dynamic.Interface, recorder record.Event
 		dirtyJobs:  map[string]bool{},
 		dirtyGangs: map[string]bool{},
 		settled:    map[string]string{},
+		refused:    map[string]refusal{},
 		wake:       make(chan struct{}, 1),
 		queue: queue.New(queue.Options{
 			InitialBackoff: opts.InitialBackoff, MaxBackoff: opts.MaxBackoff, ChangeDelay: opts.ChangeDelay,
@@ -134,10 +148,16 @@ func New(kube kubernetes.Interface, dyn dynamic.Interface, recorder record.Event
 		results:    make(chan *bindOp, 64),
 		jobStatus:  map[string]writtenStatus{},
 		lastReason: map[string]string{},
+		refusals:   map[string]refusal{},
+		replans:    map[string]int{},
 		apiSlots:   make(chan struct{}, max(opts.Parallelism, 1)),
 	}
 	c.kubeInformers = informers.NewSharedInformerFactory(kube, opts.ResyncPeriod)
 	c.dynInformers = dynamicinformer.NewDynamicSharedInformerFactory(dyn, opts.ResyncPeriod)
+	c.eventInformers = informers.NewSharedInformerFactoryWithOptions(kube, opts.ResyncPeriod,
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+			o.FieldSelector = fields.OneTermEqualSelector("reason", ReasonAgentRefused).String()
+		}))
 
 	podInf := c.kubeInformers.Core().V1().Pods()
 	if err := podInf.Informer().SetTransform(stripManagedFields); err != nil {
@@ -169,9 +189,14 @@ func New(kube kubernetes.Interface, dyn dynamic.Interface, recorder record.Event
 		UpdateFunc: func(_, o any) { c.onJob(o) },
 		DeleteFunc: c.onJob,
 	})
+	eventInf := c.eventInformers.Core().V1().Events().Informer()
+	_, _ = eventInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    c.onEvent,
+		UpdateFunc: func(_, o any) { c.onEvent(o) },
+	})
 	c.synced = []cache.InformerSynced{
 		podInf.Informer().HasSynced, c.kubeInformers.Core().V1().Nodes().Informer().HasSynced,
-		nrtInf.Informer().HasSynced, jobInf.Informer().HasSynced,
+		nrtInf.Informer().HasSynced, jobInf.Informer().HasSynced, eventInf.HasSynced,
 	}
 	return c, nil
 }
@@ -271,6 +296,7 @@ func (c *Controller) onJob(obj any) {
 func (c *Controller) Run(ctx context.Context) error {
 	c.kubeInformers.Start(ctx.Done())
 	c.dynInformers.Start(ctx.Done())
+	c.eventInformers.Start(ctx.Done())
 	if !cache.WaitForCacheSync(ctx.Done(), c.synced...) {
 		return ctx.Err()
 	}
@@ -290,11 +316,15 @@ func (c *Controller) Run(ctx context.Context) error {
 	}
 }
 
-// wait sleeps until something happens: an informer event, a finished binding, or the next
-// back-off expiring.
+// wait sleeps until something happens: an informer event, a finished binding, the next
+// back-off expiring, or a refusal's grace ending.
 func (c *Controller) wait(ctx context.Context) {
 	var timer <-chan time.Time
-	if at, ok := c.queue.WakeAt(); ok {
+	at, ok := c.queue.WakeAt()
+	if due, refused := c.refusalDue(); refused && (!ok || due.Before(at)) {
+		at, ok = due, true
+	}
+	if ok {
 		t := time.NewTimer(max(time.Until(at), time.Millisecond))
 		defer t.Stop()
 		timer = t.C
@@ -320,9 +350,12 @@ func (c *Controller) drain(ctx context.Context) {
 		break
 	}
 	c.mu.Lock()
-	jobs, gangs, changed, settled := c.dirtyJobs, c.dirtyGangs, c.changed, c.settled
-	c.dirtyJobs, c.dirtyGangs, c.changed, c.settled = map[string]bool{}, map[string]bool{}, false, map[string]string{}
+	jobs, gangs, changed, settled, refused := c.dirtyJobs, c.dirtyGangs, c.changed, c.settled, c.refused
+	c.dirtyJobs, c.dirtyGangs, c.changed, c.settled, c.refused = map[string]bool{}, map[string]bool{}, false, map[string]string{}, map[string]refusal{}
 	c.mu.Unlock()
+	for k, r := range refused {
+		c.refusals[k] = r
+	}
 	for k, node := range settled {
 		c.assumed.settle(k, node)
 	}
@@ -336,4 +369,5 @@ func (c *Controller) drain(ctx context.Context) {
 	for k := range gangs {
 		c.syncGang(k)
 	}
+	c.checkRefusals(ctx, time.Now())
 }

@@ -68,6 +68,7 @@ func (c *Controller) syncJob(ctx context.Context, key string) {
 		c.queue.Remove(expandKey)
 		delete(c.jobStatus, key)
 		delete(c.lastReason, gangKey)
+		delete(c.replans, key)
 		return
 	}
 	job, err := decodeJob(u)

@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"strconv"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -73,7 +75,7 @@ func (c *Controller) writeStatus(ctx context.Context, u *unstructured.Unstructur
 	key := u.GetNamespace() + "/" + u.GetName()
 	st.ObservedGeneration = u.GetGeneration()
 	c.jobStatus[key] = writtenStatus{uid: u.GetUID(), status: st.DeepCopy()}
-	patch, err := json.Marshal(map[string]any{"status": st})
+	patch, err := statusPatch(st)
 	if err == nil {
 		_, err = c.dyn.Resource(v1alpha1.GroupVersionResource).Namespace(u.GetNamespace()).Patch(ctx, u.GetName(),
 			types.MergePatchType, patch, metav1.PatchOptions{FieldManager: fieldManager}, "status")
@@ -88,6 +90,37 @@ func (c *Controller) writeStatus(ctx context.Context, u *unstructured.Unstructur
 		c.dirtyJobs[key] = true
 		c.mu.Unlock()
 	}
+}
+
+// statusFields are the JSON names of HPCJobStatus's fields.
+var statusFields = func() []string {
+	t := reflect.TypeFor[v1alpha1.HPCJobStatus]()
+	out := make([]string, 0, t.NumField())
+	for i := range t.NumField() {
+		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
+		out = append(out, name)
+	}
+	return out
+}()
+
+// statusPatch is the merge patch that makes the job's status st: a field st leaves empty is sent
+// as null, so that it clears what an earlier status set (a job placed again loses its start time
+// and placements).
+func statusPatch(st *v1alpha1.HPCJobStatus) ([]byte, error) {
+	data, err := json.Marshal(st)
+	if err != nil {
+		return nil, err
+	}
+	var fields map[string]any
+	if err := json.Unmarshal(data, &fields); err != nil {
+		return nil, err
+	}
+	for _, f := range statusFields {
+		if _, ok := fields[f]; !ok {
+			fields[f] = nil
+		}
+	}
+	return json.Marshal(map[string]any{"status": fields})
 }
 
 // setCondition records a condition; it reports whether anything changed.

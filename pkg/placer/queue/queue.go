@@ -148,19 +148,33 @@ func (q *Queue) Failed(key string, now time.Time) (timedOut bool) {
 	if !ok {
 		return false
 	}
-	e.Attempts++
-	backoff := q.opts.InitialBackoff << min(e.Attempts-1, 30)
-	if backoff <= 0 || backoff > q.opts.MaxBackoff {
-		backoff = q.opts.MaxBackoff
-	}
-	e.notBefore = now.Add(backoff)
-	e.lastAttempt = now
-	e.failedGen = q.gen
+	q.backoff(e, e.Attempts+1, now)
 	if e.Timeout > 0 && !e.TimedOut && now.Sub(e.Created) >= e.Timeout {
 		e.TimedOut = true
 		return true
 	}
 	return false
+}
+
+// Backoff makes a queued gang wait as after its attempts-th failed attempt at now, whatever it
+// failed before: a gang put back after it was placed keeps the back-off of its earlier rounds.
+// Attempts below 1 count as 1.
+func (q *Queue) Backoff(key string, attempts int, now time.Time) {
+	if e, ok := q.byKey[key]; ok {
+		q.backoff(e, max(attempts, 1), now)
+	}
+}
+
+// backoff records attempt number attempts of e as failed at now.
+func (q *Queue) backoff(e *Entry, attempts int, now time.Time) {
+	e.Attempts = attempts
+	wait := q.opts.InitialBackoff << min(attempts-1, 30)
+	if wait <= 0 || wait > q.opts.MaxBackoff {
+		wait = q.opts.MaxBackoff
+	}
+	e.notBefore = now.Add(wait)
+	e.lastAttempt = now
+	e.failedGen = q.gen
 }
 
 // WakeAt is the earliest time a queued gang becomes ready (ok is false when nothing is queued).

@@ -67,6 +67,28 @@ func TestBackoffMovesOn(t *testing.T) {
 	}
 }
 
+// A gang put back after it was placed keeps the back-off of its earlier rounds.
+func TestBackoffOfAGangPutBack(t *testing.T) {
+	q := newQueue()
+	q.Add("job", Gang, 0, t0, 0)
+	q.Backoff("job", 3, t0)
+	if e, _ := q.Get("job"); e.Attempts != 3 || !e.notBefore.Equal(t0.Add(4*time.Second)) {
+		t.Errorf("after Backoff 3: attempts %d, ready at %v; want 3 and t0+4s", e.Attempts, e.notBefore)
+	}
+	if _, ok := q.Next(t0.Add(3 * time.Second)); ok {
+		t.Error("ready during its back-off")
+	}
+	q.Failed("job", t0)
+	if e, _ := q.Get("job"); e.Attempts != 4 || !e.notBefore.Equal(t0.Add(8*time.Second)) {
+		t.Errorf("after one more failure: attempts %d, ready at %v; want 4 and t0+8s", e.Attempts, e.notBefore)
+	}
+	q.Backoff("job", 0, t0)
+	if e, _ := q.Get("job"); e.Attempts != 1 || !e.notBefore.Equal(t0.Add(time.Second)) {
+		t.Errorf("Backoff 0 counts as 1: attempts %d, ready at %v", e.Attempts, e.notBefore)
+	}
+	q.Backoff("absent", 2, t0)
+}
+
 // A cluster change makes failed gangs ready again after the change delay.
 func TestChangeWakes(t *testing.T) {
 	q := newQueue()
