@@ -47,7 +47,7 @@ topology-crosscheck: ## compare Discover(/sys) with lscpu, hwloc's lstopo and gh
 	@. hack/deps.sh && install_deps test hwloc
 	$(GO) test -count=1 -v -run 'Live|Ghw' ./pkg/topology
 
-.PHONY: fgworker fgworker-openblas test-openblas bench-pinning
+.PHONY: fgworker fgworker-openblas test-openblas bench-pinning bench-pinning-cluster
 fgworker: ## static fgworker (gonum BLAS, CGO_ENABLED=0): the workload image's binary
 	@mkdir -p $(BIN)
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/fgworker ./bench/worker
@@ -66,6 +66,14 @@ bench-pinning: fgworker-openblas ## pinning scenarios on this machine's cgroups 
 	@[ "$$(id -u)" -eq 0 ] || { echo "bench-pinning creates cgroups: run it as root"; exit 1; }
 	$(GO) build -o $(BIN)/pinning ./bench/pinning
 	$(BIN)/pinning -worker $(BIN)/fgworker-openblas -out _output/pinning $(PINNING_FLAGS)
+
+PINNING_CLUSTER_FLAGS ?=
+bench-pinning-cluster: ## the same scenarios as pods on the local cluster (root, cluster lock; kubelet-static needs no cluster up beforehand): _output/pinning-cluster
+	@[ "$$(id -u)" -eq 0 ] || { echo "bench-pinning-cluster drives the local cluster: run it as root"; exit 1; }
+	@. hack/deps.sh && install_deps cluster
+	@mkdir -p $(BIN)
+	$(GO) build -o $(BIN)/pinning ./bench/pinning
+	PINNING_CLUSTER_FLAGS="$(PINNING_CLUSTER_FLAGS)" bench/pinning/cluster.sh
 
 .PHONY: test-vm
 VMTEST_FLAGS ?=

@@ -41,6 +41,14 @@ var AllBenchmarks = []string{"dgemm", "stream"}
 
 // Validate checks the options make sense together.
 func (o Options) Validate() error {
+	if o.Worker == "" {
+		return fmt.Errorf("no fgworker binary given: build it with `make fgworker` and pass -worker")
+	}
+	return o.ValidateSettings()
+}
+
+// ValidateSettings checks everything but the worker binary (pods run the one in their image).
+func (o Options) ValidateSettings() error {
 	for _, s := range o.Scenarios {
 		if !slices.Contains(AllScenarios, s) {
 			return fmt.Errorf("unknown scenario %q: use %v", s, AllScenarios)
@@ -52,8 +60,6 @@ func (o Options) Validate() error {
 		}
 	}
 	switch {
-	case o.Worker == "":
-		return fmt.Errorf("no fgworker binary given: build it with `make fgworker` and pass -worker")
 	case !slices.Contains(o.Scenarios, Alone):
 		return fmt.Errorf("scenarios %v lack %q, the baseline every ratio is taken against", o.Scenarios, Alone)
 	case len(o.Benchmarks) == 0:

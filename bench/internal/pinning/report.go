@@ -9,16 +9,20 @@ import (
 	"strings"
 )
 
-// Context describes the circumstances of a measurement for the report.
+// Context describes the circumstances of a measurement for the report; context.json keeps it
+// beside samples.json, so that reports can be merged later (Merge).
 type Context struct {
-	Command string
+	Command string `json:"command"`
 	// LoadBefore and LoadAfter are /proc/loadavg at the start and the end: the machine may be
 	// shared, and the report should say how busy it was.
-	LoadBefore, LoadAfter string
-	CPUs                  int
-	Ranks                 int
+	LoadBefore string `json:"loadBefore"`
+	LoadAfter  string `json:"loadAfter"`
+	CPUs       int    `json:"cpus"`
+	Ranks      int    `json:"ranks"`
 	// Entry says how processes entered their cgroups (see EntryMethod); empty leaves it out.
-	Entry string
+	Entry string `json:"entry,omitempty"`
+	// Notes say what was left out and why, and anything else a reader of the table must know.
+	Notes []string `json:"notes,omitempty"`
 }
 
 // LoadAvg reads the first three fields of <procRoot>/loadavg.
@@ -52,6 +56,12 @@ func Report(samples []Sample, o Options, ctx Context, stdout io.Writer) error {
 	if ctx.Entry != "" {
 		fmt.Fprintf(&md, "Ranks and neighbour: %s.\n\n", ctx.Entry)
 	}
+	for _, n := range ctx.Notes {
+		fmt.Fprintf(&md, "- %s\n", n)
+	}
+	if len(ctx.Notes) > 0 {
+		md.WriteString("\n")
+	}
 	WriteMarkdown(&md, rows)
 	rowsJSON, err := json.MarshalIndent(rows, "", "  ")
 	if err != nil {
@@ -61,24 +71,42 @@ func Report(samples []Sample, o Options, ctx Context, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
+	ctxJSON, err := json.MarshalIndent(ctx, "", "  ")
+	if err != nil {
+		return err
+	}
 	files := map[string][]byte{
 		"pinning.md":   []byte(md.String()),
 		"pinning.json": append(rowsJSON, '\n'),
 		"samples.json": append(samplesJSON, '\n'),
+		"context.json": append(ctxJSON, '\n'),
 	}
-	for _, bm := range o.Benchmarks {
+	vias := map[string]bool{}
+	for _, r := range rows {
+		vias[r.Via] = true
+	}
+	var plots []string
+	for _, r := range rows {
+		name := r.Benchmark + ".png"
+		if len(vias) > 1 {
+			name = r.Via + "-" + name
+		}
+		if _, done := files[name]; done {
+			continue
+		}
 		var sub []Row
-		for _, r := range rows {
-			if r.Benchmark == bm {
-				sub = append(sub, r)
+		for _, x := range rows {
+			if x.Via == r.Via && x.Benchmark == r.Benchmark {
+				sub = append(sub, x)
 			}
 		}
 		var png strings.Builder
-		title := fmt.Sprintf("EP-%s, %d rank(s): median of %d runs, whiskers min-max", strings.ToUpper(bm), ctx.Ranks, o.Repeats)
+		title := fmt.Sprintf("EP-%s (%s), %d rank(s): median of %d runs, whiskers min-max", strings.ToUpper(r.Benchmark), r.Via, ctx.Ranks, o.Repeats)
 		if err := WritePlot(&png, title, sub); err != nil {
 			return err
 		}
-		files[bm+".png"] = []byte(png.String())
+		files[name] = []byte(png.String())
+		plots = append(plots, name)
 	}
 	for name, data := range files {
 		if err := os.WriteFile(filepath.Join(o.OutDir, name), data, 0o644); err != nil {
@@ -89,7 +117,7 @@ func Report(samples []Sample, o Options, ctx Context, stdout io.Writer) error {
 		_, err = stdout.Write(files["pinning.json"])
 		return err
 	}
-	_, err = fmt.Fprintf(stdout, "%s\nwritten to %s: pinning.md, pinning.json, samples.json, %s.png\n",
-		md.String(), o.OutDir, strings.Join(o.Benchmarks, ".png, "))
+	_, err = fmt.Fprintf(stdout, "%s\nwritten to %s: pinning.md, pinning.json, samples.json, context.json, %s\n",
+		md.String(), o.OutDir, strings.Join(plots, ", "))
 	return err
 }

@@ -22,8 +22,16 @@ import (
 	"github.com/finegrain-dev/finegrain/pkg/topology"
 )
 
+// Where the scenarios run, as the Via fields spell it: processes in this bench's own cgroups, or
+// pods on a Kubernetes node (package pods).
+const (
+	ViaCgroups = "cgroups"
+	ViaPods    = "pods"
+)
+
 // Sample is one run of one benchmark in one scenario.
 type Sample struct {
+	Via       string     `json:"via"`
 	Scenario  string     `json:"scenario"`
 	Benchmark string     `json:"benchmark"`
 	Repeat    int        `json:"repeat"`
@@ -77,7 +85,7 @@ func Measure(ctx context.Context, o Options, stderr io.Writer, log *slog.Logger)
 	defer func() { err = errors.Join(err, t.close()) }()
 	b := &bench{o: o, topo: topo, tree: t, ranks: o.Ranks, log: log, stderr: stderr}
 	if b.ranks == 0 {
-		b.ranks = defaultRanks(topo)
+		b.ranks = DefaultRanks(topo)
 	}
 	for rep := range o.Repeats {
 		for _, sc := range o.Scenarios {
@@ -95,9 +103,9 @@ func Measure(ctx context.Context, o Options, stderr io.Writer, log *slog.Logger)
 	return samples, nil
 }
 
-// defaultRanks is one rank per core of the first NUMA node less one, so that every scenario can
+// DefaultRanks is one rank per core of the first NUMA node less one, so that every scenario can
 // keep all ranks in one node and still leave a core to the shared pool.
-func defaultRanks(topo *topology.Topology) int {
+func DefaultRanks(topo *topology.Topology) int {
 	for _, n := range topo.NUMANodes {
 		if len(n.Cores) > 0 {
 			return max(len(n.Cores)-1, 1)
@@ -113,7 +121,7 @@ func (b *bench) runOne(ctx context.Context, scenario, benchmark string) (s Sampl
 	}
 	mark := len(b.tree.created)
 	defer func() { err = errors.Join(err, b.tree.removeSince(mark)) }()
-	s = Sample{Scenario: scenario, Benchmark: benchmark, Ranks: placement(l.groups != nil, l.ranksCPUs()), Neighbour: "none"}
+	s = Sample{Via: ViaCgroups, Scenario: scenario, Benchmark: benchmark, Ranks: placement(l.groups != nil, l.ranksCPUs()), Neighbour: "none"}
 
 	var noise *neighbour
 	if l.noise {

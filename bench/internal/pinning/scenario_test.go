@@ -129,7 +129,7 @@ func TestDefaultRanks(t *testing.T) {
 		{topology.Shape{Sockets: 2, NUMAPerSocket: 1, L3PerNUMA: 2, CoresPerL3: 4, ThreadsPerCore: 2}, 7},
 		{topology.Shape{Sockets: 1, NUMAPerSocket: 1, L3PerNUMA: 1, CoresPerL3: 1, ThreadsPerCore: 1}, 1},
 	} {
-		if got := defaultRanks(synthetic(t, tc.shape)); got != tc.want {
+		if got := DefaultRanks(synthetic(t, tc.shape)); got != tc.want {
 			t.Errorf("%+v: %d ranks, want %d", tc.shape, got, tc.want)
 		}
 	}

@@ -10,17 +10,20 @@ import (
 	"github.com/finegrain-dev/finegrain/bench/internal/result"
 )
 
-// Row summarises the samples of one scenario and benchmark.
+// Row summarises the samples of one scenario and benchmark run one way (Via).
 type Row struct {
+	Via       string `json:"via"`
 	Scenario  string `json:"scenario"`
 	Benchmark string `json:"benchmark"`
-	Unit      string `json:"unit"`
+	// Backend is the BLAS library of DGEMM ranks.
+	Backend string `json:"backend,omitempty"`
+	Unit    string `json:"unit"`
 	// Median, Min and Max of the total sustained rate of the ranks over the runs.
 	Median float64 `json:"median"`
 	Min    float64 `json:"min"`
 	Max    float64 `json:"max"`
 	Runs   int     `json:"runs"`
-	// RatioToAlone is Median over the alone scenario's median for the same benchmark.
+	// RatioToAlone is Median over the alone scenario's median for the same benchmark and Via.
 	RatioToAlone float64 `json:"ratioToAlone"`
 	// CPUShare is the median fraction of their wall time the ranks spent on a CPU (task-clock
 	// over rank seconds).
@@ -51,45 +54,59 @@ const busyShare = 0.9
 
 var hardwareCounters = []string{"cycles", "instructions", "LLC-loads", "LLC-load-misses"}
 
-// Summarize groups samples by benchmark and scenario, in the order given.
+// Summarize groups samples by how they ran (in the order first seen), benchmark and scenario,
+// in the order given; each ratio is taken against alone run the same way.
 func Summarize(samples []Sample, scenarios, benchmarks []string) ([]Row, error) {
+	var vias []string
+	for _, s := range samples {
+		if !slices.Contains(vias, s.Via) {
+			vias = append(vias, s.Via)
+		}
+	}
 	var rows []Row
-	for _, bm := range benchmarks {
-		var alone float64
-		for _, sc := range scenarios {
-			var group []Sample
-			for _, s := range samples {
-				if s.Scenario == sc && s.Benchmark == bm {
-					group = append(group, s)
+	for _, via := range vias {
+		for _, bm := range benchmarks {
+			first := len(rows)
+			var alone float64
+			for _, sc := range scenarios {
+				var group []Sample
+				for _, s := range samples {
+					if s.Via == via && s.Scenario == sc && s.Benchmark == bm {
+						group = append(group, s)
+					}
 				}
+				if len(group) == 0 {
+					continue
+				}
+				r, err := summarize(group)
+				if err != nil {
+					return nil, fmt.Errorf("%s, scenario %s, %s: %w", via, sc, bm, err)
+				}
+				if sc == Alone {
+					alone = r.Median
+				}
+				rows = append(rows, r)
 			}
-			if len(group) == 0 {
+			if len(rows) == first {
 				continue
 			}
-			r, err := summarize(group)
-			if err != nil {
-				return nil, fmt.Errorf("scenario %s, %s: %w", sc, bm, err)
+			if alone == 0 {
+				return nil, fmt.Errorf("%s, %s: no %s sample to take ratios against", via, bm, Alone)
 			}
-			if sc == Alone {
-				alone = r.Median
-			}
-			rows = append(rows, r)
-		}
-		if alone == 0 {
-			return nil, fmt.Errorf("%s: no %s sample to take ratios against", bm, Alone)
-		}
-		for i := range rows {
-			if rows[i].Benchmark == bm {
+			for i := first; i < len(rows); i++ {
 				rows[i].RatioToAlone = rows[i].Median / alone
 			}
 		}
+	}
+	if len(rows) == 0 {
+		return nil, fmt.Errorf("no samples of benchmarks %v in scenarios %v", benchmarks, scenarios)
 	}
 	return rows, nil
 }
 
 func summarize(group []Sample) (Row, error) {
 	first := group[0]
-	r := Row{Scenario: first.Scenario, Benchmark: first.Benchmark, Unit: first.Run.Unit, Runs: len(group),
+	r := Row{Via: first.Via, Scenario: first.Scenario, Benchmark: first.Benchmark, Backend: first.Run.Backend, Unit: first.Run.Unit, Runs: len(group),
 		Ranks: first.Ranks, Neighbour: first.Neighbour}
 	var rates, shares, perCPU, cs, migr, vol, invol, noise []float64
 	ranOn := cpuset.New()
@@ -187,11 +204,11 @@ func median(xs []float64) float64 {
 // WriteMarkdown prints the rows as a markdown table, with the reasons hardware counters are
 // missing below it.
 func WriteMarkdown(b *strings.Builder, rows []Row) {
-	b.WriteString("| scenario | benchmark | median | min – max | ratio to alone | CPU share | per CPU-second | context switches | migrations | involuntary (procfs) | ranks pinned to | ranks ran on | neighbour on | neighbour GB/s |")
+	b.WriteString("| via | scenario | benchmark | median | min – max | ratio to alone | CPU share | per CPU-second | context switches | migrations | involuntary (procfs) | ranks pinned to | ranks ran on | neighbour on | neighbour GB/s |")
 	for _, h := range hardwareCounters {
 		b.WriteString(" " + h + " |")
 	}
-	b.WriteString("\n|---|---|--:|--:|--:|--:|--:|--:|--:|--:|---|---|---|--:|")
+	b.WriteString("\n|---|---|---|--:|--:|--:|--:|--:|--:|--:|--:|---|---|---|--:|")
 	b.WriteString(strings.Repeat("--:|", len(hardwareCounters)) + "\n")
 	reasons := map[string]bool{}
 	var notes []string
@@ -200,8 +217,12 @@ func WriteMarkdown(b *strings.Builder, rows []Row) {
 		if r.NoiseGBs > 0 {
 			noise = fmt.Sprintf("%.1f", r.NoiseGBs)
 		}
-		fmt.Fprintf(b, "| %s | %s | %.2f %s | %.2f – %.2f | %.3f | %.2f | %.2f | %.0f | %.0f | %.0f | %s | %s | %s | %s |",
-			r.Scenario, r.Benchmark, r.Median, r.Unit, r.Min, r.Max, r.RatioToAlone, r.CPUShare, r.PerCPUSecond,
+		bench := r.Benchmark
+		if r.Backend != "" {
+			bench += ", " + r.Backend
+		}
+		fmt.Fprintf(b, "| %s | %s | %s | %.2f %s | %.2f – %.2f | %.3f | %.2f | %.2f | %.0f | %.0f | %.0f | %s | %s | %s | %s |",
+			r.Via, r.Scenario, bench, r.Median, r.Unit, r.Min, r.Max, r.RatioToAlone, r.CPUShare, r.PerCPUSecond,
 			r.ContextSwitches, r.CPUMigrations, r.InvoluntarySwitches, r.Ranks, r.RanOn, r.Neighbour, noise)
 		for _, c := range r.Hardware {
 			b.WriteString(" " + result.CounterString(c) + " |")
@@ -214,9 +235,9 @@ func WriteMarkdown(b *strings.Builder, rows []Row) {
 	}
 	for _, r := range rows {
 		if r.Scenario == Alone && r.CPUShare < busyShare {
-			fmt.Fprintf(b, "\n**Busy machine:** alone, the %s ranks got only %.0f %% of their CPU time: other load outside the bench's cgroups "+
+			fmt.Fprintf(b, "\n**Busy machine:** alone (%s), the %s ranks got only %.0f %% of their CPU time: other load outside the bench's cgroups "+
 				"(not in any pool the allocator controls) dominates these ratios; measure on a quiet machine or a node whose other work runs in the shared pool.\n",
-				r.Benchmark, 100*r.CPUShare)
+				r.Via, r.Benchmark, 100*r.CPUShare)
 		}
 	}
 	b.WriteString("\nmedian: total sustained rate of the ranks (DGEMM: all products over their time; STREAM: triad over the average pass). " +

@@ -2,6 +2,7 @@ package pinning
 
 import (
 	"bytes"
+	"fmt"
 	"image/png"
 	"strings"
 	"testing"
@@ -20,7 +21,7 @@ func sample(scenario, bench string, rate float64, switches uint64, noise float64
 		{Name: "cpu-migrations", Value: u64(switches / 10)},
 		{Name: "cycles", Unavailable: "cycles unavailable: ENOENT: no PMU"},
 	}
-	s := Sample{Scenario: scenario, Benchmark: bench, Ranks: "floating", Neighbour: "none",
+	s := Sample{Via: ViaCgroups, Scenario: scenario, Benchmark: bench, Ranks: "floating", Neighbour: "none",
 		Run: result.Run{Benchmark: bench, Unit: result.UnitGFLOPS,
 			Processes: []result.Process{{Rank: 0, PID: 1, Rate: rate, Seconds: 1}},
 			Total:     result.Total{Rate: rate, Counters: counters, VoluntarySwitches: 1, InvoluntarySwitches: switches, RanOn: "0"}}}
@@ -141,8 +142,40 @@ func TestMarkdownWarnsWhenBaselineStarved(t *testing.T) {
 		}
 		var md strings.Builder
 		WriteMarkdown(&md, rows)
-		if got := strings.Contains(md.String(), "**Busy machine:** alone, the stream ranks got only 50 %"); got != tc.warn {
+		if got := strings.Contains(md.String(), "**Busy machine:** alone (cgroups), the stream ranks got only 50 %"); got != tc.warn {
 			t.Errorf("CPU share %.2f: warning shown %v, want %v:\n%s", rows[0].CPUShare, got, tc.warn, md.String())
 		}
+	}
+}
+
+// TestSummarizeKeepsCgroupsAndPodsApart: each way of running has its own rows and its own
+// baseline, and DGEMM rows name their BLAS backend.
+func TestSummarizeKeepsCgroupsAndPodsApart(t *testing.T) {
+	pod := func(scenario string, rate float64) Sample {
+		s := sample(scenario, "dgemm", rate, 10, 0)
+		s.Via, s.Run.Backend = ViaPods, "gonum"
+		return s
+	}
+	rows, err := Summarize([]Sample{
+		pod(Alone, 4), sample(Alone, "dgemm", 40, 100, 0), pod(Exclusive, 3), sample(Exclusive, "dgemm", 20, 100, 0),
+	}, AllScenarios, []string{"dgemm"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range rows {
+		got = append(got, fmt.Sprintf("%s %s %s %.2f", r.Via, r.Scenario, r.Backend, r.RatioToAlone))
+	}
+	want := []string{"pods alone gonum 1.00", "pods exclusive gonum 0.75", "cgroups alone  1.00", "cgroups exclusive  0.50"}
+	if strings.Join(got, "; ") != strings.Join(want, "; ") {
+		t.Errorf("rows %q, want %q", got, want)
+	}
+	var md strings.Builder
+	WriteMarkdown(&md, rows)
+	if !strings.Contains(md.String(), "| pods | exclusive | dgemm, gonum | 3.00 GFLOP/s |") {
+		t.Errorf("markdown lacks the pods row with its backend:\n%s", md.String())
+	}
+	if _, err := Summarize([]Sample{pod(Exclusive, 3), sample(Alone, "dgemm", 40, 100, 0)}, AllScenarios, []string{"dgemm"}); err == nil || !strings.Contains(err.Error(), "pods, dgemm: no alone sample") {
+		t.Errorf("pods without their own baseline: %v", err)
 	}
 }
