@@ -104,7 +104,7 @@ nri-proof: ## on a CONTAINERD=2 local cluster with the agent deployed: first aff
 	$(GO) build -o $(BIN)/nriproof ./bench/nriproof
 	$(BIN)/nriproof -pods $(or $(PODS),100) -json $(CURDIR)/_output/nriproof.json
 
-demo: build ## build, bring the local cluster up, deploy daemonset/ and show a pinned pod
+demo: build ## the main job: build, bring the local cluster up, deploy daemonset/, run an HPC job and a pinned pod, show placement and pins
 	@. hack/deps.sh && install_deps cluster
 	hack/cluster/demo.sh
 

@@ -1,62 +1,237 @@
 #!/usr/bin/env bash
-# make demo: brings the local cluster up with the tree's images, deploys finegrain
-# (kubectl apply -k hack/cluster/overlay, the local overlay of daemonset/), waits for what it
-# deployed, runs the example pinned pod (demo/pinned-pod.yaml) and shows the pinning and
-# topology views: every container's cpuset, and `bin/nodeagent topology` once cmd/nodeagent
-# exists. The cluster stays up for exploring; make cluster-down removes it.
+# make demo: finegrain's main job on the local cluster. Brings the cluster up with the tree's
+# images (a running cluster is reused as it is), deploys finegrain (kubectl apply -k
+# hack/cluster/overlay, the local overlay of daemonset/) and restarts what still runs an older
+# image, then:
+#   1. submits demo/hpcjob.yaml, an HPCJob sized for this node: the placer binds one worker of one
+#      task, the node agent pins it to the one CPU the shared pool's minimum leaves, and the
+#      launcher runs a short fgworker DGEMM in the shared pool;
+#   2. while it runs: the job, its hostfile, the cluster's free-core maps (kubectl finegrain), the
+#      agent's own view (nodeagent pins, inside its pod) and the cpusets the kernel really holds;
+#   3. when the launcher has ended the job (Succeeded): its DGEMM result and the CPU back in the
+#      shared pool;
+#   4. the standalone pinned pod (demo/pinned-pod.yaml), every container's cpuset and the node's
+#      topology.
+# Re-running replaces the previous run's job and pod. Every wait has a deadline and says what to
+# inspect when it passes. The cluster stays up for exploring; make cluster-down removes it.
 set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-need_root
-take_lock
-"$FG_ROOT/hack/cluster/up.sh"
-KUBE_BIN="$(cluster_setting KUBE_BIN)"
-kubectl() { "$KUBE_BIN/kubectl" --kubeconfig "$ADMIN_KUBECONFIG" "$@"; }
+DEMO="$FG_ROOT/hack/cluster/demo"
+NS=finegrain-demo
+JOB=dgemm-demo
+SYS=finegrain-system
 
-echo "== kubectl apply -k hack/cluster/overlay"
-kubectl apply -k "$FG_ROOT/hack/cluster/overlay"
-workloads="$(kubectl get daemonsets,deployments -n finegrain-system -o name)"
-if [ -z "$workloads" ]; then
-  echo "(daemonset/ deploys no DaemonSet or Deployment yet)"
+need_root
+[ -x "$FG_ROOT/bin/kubectl-finegrain" ] && [ -x "$FG_ROOT/bin/nodeagent" ] ||
+  die "bin/kubectl-finegrain or bin/nodeagent is missing: run make build (make demo does)"
+take_lock
+demo_start=$SECONDS
+# Reuse a running cluster's runtime instead of refusing it (up.sh insists on the one asked for).
+if [ -z "${CONTAINERD:-}" ] && cluster_up; then
+  CONTAINERD="$(cluster_setting CONTAINERD)"
+  export CONTAINERD="${CONTAINERD:-1}"
 fi
-for w in $workloads; do
-  kubectl rollout status -n finegrain-system "$w" --timeout=120s ||
-    die "$w in finegrain-system did not become ready; see kubectl -n finegrain-system describe $w and the pod logs"
+"$FG_ROOT/hack/cluster/up.sh"
+[ "$(cluster_setting KUBELET_CPU_POLICY)" = none ] ||
+  die "the cluster's kubelet runs cpu-manager-policy $(cluster_setting KUBELET_CPU_POLICY), which the node agent refuses to fight; make cluster-down, then make demo"
+KUBE_BIN="$(cluster_setting KUBE_BIN)"
+NODE="$(cluster_setting NODE_NAME)"
+kubectl() { "$KUBE_BIN/kubectl" --kubeconfig "$ADMIN_KUBECONFIG" "$@"; }
+finegrain() { "$FG_ROOT/bin/kubectl-finegrain" --kubeconfig "$ADMIN_KUBECONFIG" "$@"; }
+agent_pins() { kubectl -n "$SYS" exec ds/finegrain-nodeagent -- nodeagent pins "$@"; }
+section() { printf '\n== %s\n' "$*"; }
+# Checks read whole outputs before matching them: grep -q closing a pipe early would fail the
+# pipeline under pipefail.
+matches() { grep -Eq "$1" <<<"$2"; }
+
+# cpus_of LIST: the CPUs of a kernel CPU list ("0-2,5"), one per line.
+cpus_of() {
+  local r IFS=,
+  for r in $1; do
+    if [[ "$r" == *-* ]]; then seq "${r%-*}" "${r#*-}"; else echo "$r"; fi
+  done
+}
+
+# cpuset_dir NS POD CONTAINER: the container's cpuset cgroup directory (cgroupfs driver, v1 or
+# v2), from the pod's UID, QoS class and container ID.
+cpuset_dir() {
+  local uid qos id base=/sys/fs/cgroup
+  read -r uid qos id < <(kubectl -n "$1" get pod "$2" -o \
+    "jsonpath={.metadata.uid} {.status.qosClass} {.status.containerStatuses[?(@.name==\"$3\")].containerID}")
+  [ -n "${id:-}" ] || return 1
+  [ ! -d /sys/fs/cgroup/cpuset ] || base=/sys/fs/cgroup/cpuset
+  case "$qos" in
+    Guaranteed) echo "$base/kubepods/pod$uid/${id#*://}" ;;
+    Burstable) echo "$base/kubepods/burstable/pod$uid/${id#*://}" ;;
+    *) echo "$base/kubepods/besteffort/pod$uid/${id#*://}" ;;
+  esac
+}
+
+# show_cpuset NS POD CONTAINER: what the container's cgroup holds.
+show_cpuset() {
+  local dir
+  dir="$(cpuset_dir "$@")" && [ -d "$dir" ] || {
+    printf '  %-50s %-10s (no cgroup: the container is not running)\n' "$1/$2" "$3"
+    return 0
+  }
+  printf '  %-50s %-10s cpus=%-6s mems=%-4s %s\n' "$1/$2" "$3" "$(cat "$dir/cpuset.cpus")" "$(cat "$dir/cpuset.mems")" "$dir"
+}
+
+# job_field JSONPATH: one field of the demo job.
+job_field() { kubectl -n "$NS" get hpcjob "$JOB" -o "jsonpath=$1"; }
+
+# job_failed WHY: stop with the job's status and events, naming what to inspect.
+job_failed() {
+  kubectl -n "$NS" describe hpcjob "$JOB" >&2 || true
+  die "$1; see above, kubectl -n $NS describe hpcjob $JOB and kubectl -n $SYS logs deploy/finegrain-placer"
+}
+
+# wait_job_phase SECONDS PHASE...: wait until the job reaches one of the phases; a Failed job or
+# the deadline stops the demo.
+wait_job_phase() {
+  local secs="$1" deadline phase
+  shift
+  deadline=$((SECONDS + secs))
+  while :; do
+    phase="$(job_field '{.status.phase}' 2>/dev/null || true)"
+    for p in "$@"; do [ "$phase" != "$p" ] || return 0; done
+    [ "$phase" != Failed ] || job_failed "HPCJob $NS/$JOB failed"
+    ((SECONDS < deadline)) || job_failed "HPCJob $NS/$JOB is ${phase:-without a phase} after ${secs} s, not $*"
+    sleep 0.5
+  done
+}
+
+section "kubectl apply -k hack/cluster/overlay"
+kubectl apply -k "$FG_ROOT/hack/cluster/overlay"
+kubectl wait --for condition=established --timeout=60s crd/hpcjobs.finegrain.dev crd/noderesourcetopologies.topology.node.k8s.io ||
+  die "the HPCJob and NodeResourceTopology CRDs are not served after 60 s; see kubectl describe crd hpcjobs.finegrain.dev and the API server's log in $LOG_DIR"
+
+# rollout_all: wait until every DaemonSet and Deployment of finegrain runs its current template.
+rollout_all() {
+  local w
+  for w in $(kubectl -n "$SYS" get daemonsets,deployments -o name); do
+    kubectl -n "$SYS" rollout status "$w" --timeout=120s ||
+      die "$w in $SYS did not become ready; see kubectl -n $SYS describe $w and its pods' logs"
+  done
+}
+rollout_all
+# The image tags stay :dev, so pods started before this tree's images were imported still run
+# the old binaries: restart them. The image ID the kubelet reports is the digest of the image's
+# config, which the manifest of localhost/finegrain:dev names.
+digest="$(ctr_k8s images ls "name==localhost/finegrain:dev" | awk 'NR > 1 { print $3 }')"
+image_id="$(ctr_k8s content get "$digest" 2>/dev/null | sed -n 's/.*"config":{[^}]*"digest":"\(sha256:[0-9a-f]*\)".*/\1/p')"
+running="$(kubectl -n "$SYS" get pods -o jsonpath='{range .items[*]}{.status.containerStatuses[*].imageID}{"\n"}{end}' | sort -u)"
+if [ -z "$image_id" ] || [ "$running" != "$image_id" ]; then
+  echo "(restarting finegrain's pods: they run an older localhost/finegrain:dev than this tree's)"
+  kubectl -n "$SYS" rollout restart daemonset,deployment
+  rollout_all
+fi
+
+section "replacing the previous run's demo objects"
+kubectl apply -f "$DEMO/namespace.yaml"
+kubectl -n "$NS" delete "hpcjob/$JOB" pod/pinned-worker --ignore-not-found --cascade=foreground --wait --timeout=90s ||
+  die "the previous demo's objects in $NS were not deleted within 90 s; see kubectl -n $NS get all,hpcjobs"
+# one_cpu LIST: whether a kernel CPU list holds exactly one CPU.
+one_cpu() { [[ "$1" =~ ^[0-9]+$ ]]; }
+
+# in_shared_pool CPU: whether the agent's shared pool holds CPU.
+in_shared_pool() {
+  local view shared
+  view="$(agent_pins -o json)" || return 1
+  shared="$(sed -n 's/^ *"sharedCPUs": "\([^"]*\)".*/\1/p' <<<"$view")"
+  matches "^$1\$" "$(cpus_of "$shared")"
+}
+
+# The agent releases the CPUs of deleted pods at once; wait for a free one.
+deadline=$((SECONDS + 30))
+until matches '"available": [1-9]' "$(agent_pins -o json 2>/dev/null)"; do
+  if ((SECONDS >= deadline)); then
+    agent_pins >&2 || true
+    die "no NUMA node of $NODE has a CPU for an exclusive worker (AVAILABLE above); pods outside $NS hold them (POOL exclusive): delete them, or make cluster-down"
+  fi
+  sleep 0.5
 done
 
-echo "== the example pinned pod"
-kubectl apply -f "$FG_ROOT/hack/cluster/demo/pinned-pod.yaml"
-kubectl wait -n finegrain-demo pod/pinned-worker --for=condition=Ready --timeout=90s ||
-  die "pod finegrain-demo/pinned-worker did not become ready; see kubectl -n finegrain-demo describe pod pinned-worker"
+section "HPCJob $NS/$JOB: kubectl apply -f hack/cluster/demo/hpcjob.yaml"
+kubectl apply -f "$DEMO/hpcjob.yaml"
+wait_job_phase 60 Running Succeeded
+worker="$(job_field '{.status.placements[0].worker}')"
+launcher="$JOB-launcher"
+[ -n "$worker" ] || job_failed "HPCJob $NS/$JOB runs without a placed worker in its status"
+# The agent pins the worker as its container starts; wait until the kernel says so.
+deadline=$((SECONDS + 60))
+pin=""
+while :; do
+  if dir="$(cpuset_dir "$NS" "$worker" worker 2>/dev/null)" && [ -r "$dir/cpuset.cpus" ]; then
+    pin="$(cat "$dir/cpuset.cpus")"
+    ! one_cpu "$pin" || break
+  fi
+  if ((SECONDS >= deadline)); then
+    kubectl -n "$NS" describe pod "$worker" >&2 || true
+    agent_pins >&2 || true
+    die "worker $NS/$worker is not pinned to one CPU after 60 s (cpuset.cpus ${pin:-unreadable}); see above and kubectl -n $SYS logs ds/finegrain-nodeagent"
+  fi
+  sleep 0.2
+done
+# kubectl finegrain reads the NodeResourceTopology, which the agent publishes within a second.
+deadline=$((SECONDS + 10))
+until matches "\"pod\": \"$worker\"" "$(finegrain node "$NODE" -o json)"; do
+  ((SECONDS < deadline)) || die "the NodeResourceTopology of $NODE does not show $worker's pin after 10 s; see kubectl get noderesourcetopology $NODE -o yaml and the agent's log"
+  sleep 0.2
+done
 
-echo "== pods"
+section "kubectl get hpcjobs -n $NS"
+kubectl -n "$NS" get hpcjobs
+section "hostfile (ConfigMap $NS/$JOB-hostfile, mounted in the launcher at /etc/mpi/hostfile)"
+kubectl -n "$NS" get configmap "$JOB-hostfile" -o 'jsonpath={.data.hostfile}'
+section "kubectl finegrain nodes"
+finegrain nodes
+section "kubectl finegrain node $NODE"
+finegrain node "$NODE"
+section "nodeagent pins (kubectl -n $SYS exec ds/finegrain-nodeagent -- nodeagent pins)"
+agent_pins
+section "the job's cgroups as the kernel holds them: the worker on its exclusive CPU, the launcher in the shared pool"
+show_cpuset "$NS" "$worker" worker
+show_cpuset "$NS" "$launcher" mpirun
+
+section "waiting for the launcher's DGEMM to end the job"
+wait_job_phase 120 Succeeded
+kubectl -n "$NS" get hpcjobs
+# fgworker's result, without its notes on the perf counters a container may not read.
+kubectl -n "$NS" logs "$launcher" | { grep -v '^n/a .* unavailable: ' || true; }
+# The placer deletes the job's workers; the agent returns their CPUs to the shared pool.
+deadline=$((SECONDS + 30))
+until in_shared_pool "$pin"; do
+  ((SECONDS < deadline)) || die "CPU $pin is not back in the shared pool 30 s after $JOB ended; see kubectl -n $NS get pods and the agent's log"
+  sleep 0.5
+done
+section "CPU $pin back in the shared pool (nodeagent pins)"
+agent_pins
+
+section "the standalone pinned pod: kubectl apply -f hack/cluster/demo/pinned-pod.yaml"
+kubectl apply -f "$DEMO/pinned-pod.yaml"
+kubectl -n "$NS" wait pod/pinned-worker --for=condition=Ready --timeout=90s ||
+  die "pod $NS/pinned-worker did not become ready; see kubectl -n $NS describe pod pinned-worker"
+deadline=$((SECONDS + 10))
+until dir="$(cpuset_dir "$NS" pinned-worker worker)" && one_cpu "$(cat "$dir/cpuset.cpus")"; do
+  ((SECONDS < deadline)) || die "pod $NS/pinned-worker is not pinned to one CPU after 10 s; see nodeagent pins and the agent's log"
+  sleep 0.2
+done
+
+section "pods"
 kubectl get pods -A -o wide
-
-echo "== cpusets of every container (cgroup v1 cpuset hierarchy)"
-kubectl get pods -A -o jsonpath='{range .items[*]}{.metadata.namespace}/{.metadata.name} {.metadata.uid} {.status.qosClass}{range .status.containerStatuses[*]} {.name}={.containerID}{end}{"\n"}{end}' |
-  while read -r pod uid qos containers; do
-    case "$qos" in
-      Guaranteed) dir="kubepods/pod$uid" ;;
-      Burstable) dir="kubepods/burstable/pod$uid" ;;
-      *) dir="kubepods/besteffort/pod$uid" ;;
-    esac
-    for c in $containers; do
-      id="${c#*=}"
-      id="${id#*://}"
-      cg="/sys/fs/cgroup/cpuset/$dir/$id"
-      [ -d "$cg" ] || continue
-      printf '  %-50s %-12s cpus=%-8s mems=%s\n' "$pod" "${c%%=*}" "$(cat "$cg/cpuset.cpus")" "$(cat "$cg/cpuset.mems")"
-    done
+section "cpusets of every container"
+kubectl get pods -A -o jsonpath='{range .items[*]}{.metadata.namespace} {.metadata.name}{range .status.containerStatuses[*]} {.name}{end}{"\n"}{end}' |
+  while read -r ns pod containers; do
+    for c in $containers; do show_cpuset "$ns" "$pod" "$c"; done
   done
-
-if [ -x "$FG_ROOT/bin/nodeagent" ]; then
-  echo "== bin/nodeagent topology"
-  "$FG_ROOT/bin/nodeagent" topology
-else
-  echo "(bin/nodeagent does not exist yet: no topology view)"
-fi
+section "bin/nodeagent topology"
+"$FG_ROOT/bin/nodeagent" topology
 cat <<EOF
 
-The cluster stays up:  export KUBECONFIG=$ADMIN_KUBECONFIG PATH=$KUBE_BIN:\$PATH
-Remove it with:        make cluster-down
+The demo took $((SECONDS - demo_start)) s. The cluster stays up:
+  export KUBECONFIG=$ADMIN_KUBECONFIG PATH=$KUBE_BIN:$FG_ROOT/bin:\$PATH
+  kubectl finegrain node $NODE; kubectl -n $SYS exec ds/finegrain-nodeagent -- nodeagent pins
+Remove it with: make cluster-down
 EOF
