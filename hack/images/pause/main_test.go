@@ -106,8 +106,9 @@ func TestReapsOrphansAsPIDNamespaceInit(t *testing.T) {
 	cmd := startPause(t, &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWPID})
 	pid := cmd.Process.Pid
 	// sh starts sleep in pause's PID namespace and exits at once: sleep is orphaned and
-	// re-parented to the namespace's init, pause, which must reap it when it exits.
-	out, err := exec.Command(nsenter, "-t", strconv.Itoa(pid), "-p", "--", "sh", "-c", "sleep 0.5 & exit 0").CombinedOutput()
+	// re-parented to the namespace's init, pause, which must reap it when it exits. sleep must
+	// not hold the output pipe, or CombinedOutput would wait for it to end before we look.
+	out, err := exec.Command(nsenter, "-t", strconv.Itoa(pid), "-p", "--", "sh", "-c", "sleep 1 </dev/null >/dev/null 2>&1 & exit 0").CombinedOutput()
 	if err != nil {
 		t.Fatalf("start an orphan in pause's namespace: %v: %s", err, out)
 	}
