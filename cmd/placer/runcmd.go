@@ -24,6 +24,7 @@ func runRun(args []string, _, stderr io.Writer) int {
 	fs.Float64Var(&qps, "kube-api-qps", qps, "API requests per second")
 	fs.IntVar(&opts.KubeAPIBurst, "kube-api-burst", opts.KubeAPIBurst, "API request burst")
 	fs.StringVar(&opts.MetricsAddress, "metrics-address", opts.MetricsAddress, "address serving /metrics and /healthz (empty: off)")
+	fs.BoolVar(&opts.Profiling, "profiling", opts.Profiling, "also serve Go's profiles under /debug/pprof/ on the metrics address")
 	fs.BoolVar(&opts.LeaderElect, "leader-elect", opts.LeaderElect, "take a Lease so that one replica places at a time")
 	fs.StringVar(&opts.LeaseNamespace, "lease-namespace", opts.LeaseNamespace, "namespace of the Lease (default $POD_NAMESPACE)")
 	fs.StringVar(&opts.LeaseName, "lease-name", opts.LeaseName, "name of the Lease")

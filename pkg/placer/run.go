@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"slices"
 	"time"
@@ -45,6 +46,8 @@ type Options struct {
 	KubeAPIBurst int
 	// MetricsAddress serves /metrics and /healthz; empty disables it.
 	MetricsAddress string
+	// Profiling also serves Go's profiles under /debug/pprof/ on MetricsAddress.
+	Profiling bool
 	// LeaderElect takes a Lease before running; LeaseNamespace/LeaseName name it.
 	LeaderElect                               bool
 	LeaseNamespace, LeaseName                 string
@@ -116,7 +119,7 @@ func Run(ctx context.Context, opts Options, log *slog.Logger) error {
 	}
 	serveErr := make(chan error, 1)
 	if opts.MetricsAddress != "" {
-		go func() { serveErr <- serve(ctx, opts.MetricsAddress, reg, lease) }()
+		go func() { serveErr <- serve(ctx, opts.MetricsAddress, opts.Profiling, reg, lease) }()
 	}
 	if lease == nil {
 		err = c.Run(ctx)
@@ -206,10 +209,17 @@ func newLease(kube kubernetes.Interface, opts Options, log *slog.Logger, c *cont
 }
 
 // serve exposes /metrics and /healthz (unhealthy when this replica should lead and its Lease
-// has lapsed) until ctx ends.
-func serve(ctx context.Context, addr string, reg *prometheus.Registry, lease *leaderelection.LeaderElector) error {
+// has lapsed), and with profiling /debug/pprof/, until ctx ends.
+func serve(ctx context.Context, addr string, profiling bool, reg *prometheus.Registry, lease *leaderelection.LeaderElector) error {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	if profiling {
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
 	health := leaderelection.NewLeaderHealthzAdaptor(20 * time.Second)
 	if lease != nil {
 		health.SetLeaderElection(lease)

@@ -85,7 +85,7 @@ func Extra() []Config {
 			Package: "./bench/pinning", Program: true,
 			Args: []string{
 				"-worker", worker.GuestPath(), "-scenarios", "alone,unmanaged,exclusive",
-				"-repeats", "1", "-duration", "2s", "-n", "256", "-ntimes", "5",
+				"-repeats", "3", "-duration", "2s", "-n", "256", "-ntimes", "5",
 				"-noise-threads", "4", "-noise-mib", "64", "-out", "/tmp/pinning", "-o", "table",
 			},
 		}},

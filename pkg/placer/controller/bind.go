@@ -149,10 +149,13 @@ func (c *Controller) bindAll(ctx context.Context, targets []*target, which func(
 
 // bindOne creates or annotates one pod and binds it. The placer writes the NUMA node
 // annotation on every pod it binds (and removes it from a shared one), so the node agent can
-// trust it.
+// trust it. For a pod that exists, the binding carries the annotation: the API server merges a
+// binding's annotations into the pod as it sets the node, so the pod is annotated and bound in
+// one call and never seen bound without its NUMA node.
 func (c *Controller) bindOne(ctx context.Context, t *target) error {
 	pods := c.kube.CoreV1().Pods(t.pod.Namespace)
 	p := t.pod
+	var annotations map[string]string
 	if t.create {
 		created, err := pods.Create(ctx, p, metav1.CreateOptions{})
 		if err != nil {
@@ -162,36 +165,22 @@ func (c *Controller) bindOne(ctx context.Context, t *target) error {
 		if t.node == "" {
 			return nil
 		}
-	} else if patch := numaPatch(p, t.numa); patch != nil {
+	} else if cur, has := p.Annotations[v1alpha1.AnnotationNUMANode]; t.numa >= 0 && cur != strconv.Itoa(t.numa) {
+		annotations = map[string]string{v1alpha1.AnnotationNUMANode: strconv.Itoa(t.numa)}
+	} else if t.numa < 0 && has {
+		patch := []byte(`{"metadata":{"annotations":{"` + v1alpha1.AnnotationNUMANode + `":null}}}`)
 		if _, err := pods.Patch(ctx, p.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
-			return fmt.Errorf("annotate pod %s/%s with its NUMA node: %w", p.Namespace, p.Name, err)
+			return fmt.Errorf("remove the NUMA node annotation of shared pod %s/%s: %w", p.Namespace, p.Name, err)
 		}
 	}
 	b := &corev1.Binding{
-		ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: p.Name, UID: p.UID},
+		ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: p.Name, UID: p.UID, Annotations: annotations},
 		Target:     corev1.ObjectReference{Kind: "Node", Name: t.node},
 	}
 	if err := pods.Bind(ctx, b, metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("bind pod %s/%s to node %s: %w", p.Namespace, p.Name, t.node, err)
 	}
 	return nil
-}
-
-// numaPatch is the merge patch that makes a pod's NUMA annotation say numa (removes it for -1),
-// or nil when it already does.
-func numaPatch(p *corev1.Pod, numa int) []byte {
-	cur, has := p.Annotations[v1alpha1.AnnotationNUMANode]
-	var value any
-	switch {
-	case numa >= 0 && (!has || cur != strconv.Itoa(numa)):
-		value = strconv.Itoa(numa)
-	case numa < 0 && has:
-		value = nil
-	default:
-		return nil
-	}
-	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{v1alpha1.AnnotationNUMANode: value}}})
-	return patch
 }
 
 func (c *Controller) applyConfigMap(ctx context.Context, cm *corev1.ConfigMap) error {

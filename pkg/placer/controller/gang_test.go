@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/finegrain-dev/finegrain/pkg/apis/finegrain/v1alpha1"
 	st "github.com/finegrain-dev/finegrain/pkg/placer/snapshot/snapshottest"
@@ -193,6 +194,17 @@ func TestLonePodAndSharedPod(t *testing.T) {
 				t.Error("bound a pod of another scheduler")
 			}
 		}
+	}
+	// The pinned pod is annotated by its binding, in one call; only removing the shared pod's
+	// annotation takes a patch.
+	patched := map[string]int{}
+	for _, a := range h.kube.Actions() {
+		if p, ok := a.(k8stesting.PatchAction); ok && p.GetResource().Resource == "pods" {
+			patched[p.GetName()]++
+		}
+	}
+	if patched["db"] != 0 || patched["api"] != 1 {
+		t.Errorf("patches per pod %v, want none for db and one for api", patched)
 	}
 }
 

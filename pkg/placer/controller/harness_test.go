@@ -72,8 +72,8 @@ func (r *recorder) find(sub string) bool {
 }
 
 // harness runs a controller against client-go fakes. The fake API server binds a pod when the
-// binding subresource is created (the real one does; the fake only records the call) and can
-// be told to fail bindings.
+// binding subresource is created, merging the binding's annotations into the pod (the real one
+// does; the fake only records the call), and can be told to fail bindings.
 type harness struct {
 	t      *testing.T
 	kube   *fake.Clientset
@@ -170,6 +170,13 @@ func (h *harness) bind(a k8stesting.Action) (bool, runtime.Object, error) {
 		return true, nil, apierrors.NewConflict(podsGVR.GroupResource(), b.Name, errors.New("pod is already assigned"))
 	}
 	pod.Spec.NodeName = b.Target.Name
+	// The API server merges a binding's annotations into the pod.
+	for k, v := range b.Annotations {
+		if pod.Annotations == nil {
+			pod.Annotations = map[string]string{}
+		}
+		pod.Annotations[k] = v
+	}
 	return true, b, h.kube.Tracker().Update(podsGVR, pod, b.Namespace)
 }
 

@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/finegrain-dev/finegrain/pkg/apis/finegrain/v1alpha1"
 	"github.com/finegrain-dev/finegrain/pkg/placer/hpcjob"
@@ -126,6 +127,10 @@ func (c *Controller) syncRunning(ctx context.Context, u *unstructured.Unstructur
 	c.queue.Remove(gangKey)
 	launcherName := v1alpha1.LauncherName(name)
 	launcher, err := c.pods.Pods(ns).Get(launcherName)
+	if err == nil && !ownedBy(launcher, job.UID) {
+		// A launcher of another job of this name (this one was deleted and made again).
+		err = apierrors.NewNotFound(corev1.Resource("pods"), launcherName)
+	}
 	switch {
 	case apierrors.IsNotFound(err):
 		if c.assumed.has(ns+"/"+launcherName) || c.inflight[gangKey] != nil {
@@ -168,8 +173,29 @@ func launcherFailure(p *corev1.Pod) string {
 	return "pod phase Failed"
 }
 
+// ownedBy reports whether the object with uid controls the pod.
+func ownedBy(p *corev1.Pod, uid types.UID) bool {
+	ref := metav1.GetControllerOf(p)
+	return ref != nil && ref.UID == uid
+}
+
 // finishJob records the end of a job and removes its workers (the launcher stays for its logs).
+// It first asks the API server whether the job is still the one the informer shows: a job deleted
+// and made again under its name must not be ended, nor lose its workers, on its predecessor's
+// account (a status patch names the job only by name).
 func (c *Controller) finishJob(ctx context.Context, u *unstructured.Unstructured, st *v1alpha1.HPCJobStatus, phase v1alpha1.Phase, reason, msg string) {
+	key := u.GetNamespace() + "/" + u.GetName()
+	live, err := c.dyn.Resource(v1alpha1.GroupVersionResource).Namespace(u.GetNamespace()).Get(ctx, u.GetName(), metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err) || (err == nil && live.GetUID() != u.GetUID()):
+		return
+	case err != nil:
+		c.log.Warn("read HPCJob before ending it failed; retrying", "job", key, "err", err)
+		c.mu.Lock()
+		c.dirtyJobs[key] = true
+		c.mu.Unlock()
+		return
+	}
 	now := metav1.Now()
 	st.Phase = phase
 	st.CompletionTime = &now

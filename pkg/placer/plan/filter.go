@@ -32,14 +32,8 @@ func ConstraintsOf(spec *corev1.PodSpec) *Constraints {
 // staticReason says why a node can never take a pod with these constraints, or nil when it
 // might. It ignores resources.
 func staticReason(n *snapshot.Node, c *Constraints) *reason {
-	for i := range n.Taints {
-		t := &n.Taints[i]
-		if t.Effect != corev1.TaintEffectNoSchedule && t.Effect != corev1.TaintEffectNoExecute {
-			continue
-		}
-		if !tolerated(c.Tolerations, t) {
-			return &reason{kind: KindTaint, detail: t.ToString()}
-		}
+	if t := untolerated(n, c); t != nil {
+		return &reason{kind: KindTaint, detail: t.ToString()}
 	}
 	for k, v := range c.NodeSelector {
 		if got, ok := n.Labels[k]; !ok || got != v {
@@ -48,6 +42,34 @@ func staticReason(n *snapshot.Node, c *Constraints) *reason {
 	}
 	if c.Required != nil && !matchesNodeSelector(n, c.Required) {
 		return &reason{kind: KindSelector, detail: "required node affinity"}
+	}
+	return nil
+}
+
+// admits reports whether staticReason is nil, without building a reason (it runs for every node
+// of every plan).
+func admits(n *snapshot.Node, c *Constraints) bool {
+	if untolerated(n, c) != nil {
+		return false
+	}
+	for k, v := range c.NodeSelector {
+		if got, ok := n.Labels[k]; !ok || got != v {
+			return false
+		}
+	}
+	return c.Required == nil || matchesNodeSelector(n, c.Required)
+}
+
+// untolerated returns the node's first NoSchedule or NoExecute taint the pod does not tolerate.
+func untolerated(n *snapshot.Node, c *Constraints) *corev1.Taint {
+	for i := range n.Taints {
+		t := &n.Taints[i]
+		if t.Effect != corev1.TaintEffectNoSchedule && t.Effect != corev1.TaintEffectNoExecute {
+			continue
+		}
+		if !tolerated(c.Tolerations, t) {
+			return t
+		}
 	}
 	return nil
 }

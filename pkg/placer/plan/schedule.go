@@ -129,7 +129,7 @@ func (p *planner) classOf(c *Constraints, exclusive bool) *class {
 	cl := &class{admits: make([]bool, len(p.s.Nodes))}
 	for _, ni := range p.byLoad {
 		n := &p.s.Nodes[ni]
-		if staticReason(n, c) != nil || (exclusive && exclusiveReason(n, p.g) != nil) {
+		if !admits(n, c) || (exclusive && exclusiveReason(n, p.g) != nil) {
 			continue
 		}
 		cl.order = append(cl.order, ni)
