@@ -124,17 +124,28 @@ func TestFreeCoreMapAgreesWithCgroups(t *testing.T) {
 	slices.Sort(releaseLat)
 	t.Logf("freshness over %d pods: pod created → pin in the NodeResourceTopology %v (median %v); pod deleted → pin gone %v (median %v)",
 		rounds, pinLat, pinLat[rounds/2], releaseLat, releaseLat[rounds/2])
+	// The contract is the agent's: a change reaches the API server within a second. The times
+	// above also hold the scheduler, the kubelet and the watch, which a loaded machine stretches,
+	// so they are reported; the agent's own histogram (change → object accepted) is what must hold.
 	_, metrics, err := agentGet(ctx, inspect.PathMetrics)
 	if err != nil {
 		t.Fatal(err)
 	}
+	var withinSecond, count string
 	for _, line := range strings.Split(metrics, "\n") {
-		if strings.HasPrefix(line, "finegrain_nodeagent_nrt_publish") {
-			t.Log(line)
+		if !strings.HasPrefix(line, "finegrain_nodeagent_nrt_publish") {
+			continue
+		}
+		t.Log(line)
+		if v, ok := strings.CutPrefix(line, `finegrain_nodeagent_nrt_publish_latency_seconds_bucket{le="1"} `); ok {
+			withinSecond = v
+		}
+		if v, ok := strings.CutPrefix(line, "finegrain_nodeagent_nrt_publish_latency_seconds_count "); ok {
+			count = v
 		}
 	}
-	if pinLat[rounds-1] > 3*time.Second || releaseLat[rounds-1] > 3*time.Second {
-		t.Errorf("slowest pin %v, slowest release %v: the object lags the agent by far more than its one-second contract", pinLat[rounds-1], releaseLat[rounds-1])
+	if count == "" || count == "0" || withinSecond != count {
+		t.Errorf("the agent published %s NodeResourceTopology changes, %s of them within a second of the change: each must be", count, withinSecond)
 	}
 }
 
