@@ -108,5 +108,10 @@ demo: build ## the main job: build, bring the local cluster up, deploy daemonset
 	@. hack/deps.sh && install_deps cluster
 	hack/cluster/demo.sh
 
+.PHONY: bench-placer-scale
+PLACERSCALE_FLAGS ?=
+bench-placer-scale: ## on the running local cluster: kwok nodes, pods bound/s by the placer vs kube-scheduler, gangs' time to placement (PLACERSCALE_FLAGS=...)
+	bench/placerscale/run.sh $(PLACERSCALE_FLAGS)
+
 clean: ## remove build outputs
 	rm -rf $(BIN)

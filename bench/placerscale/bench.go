@@ -1,0 +1,134 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/finegrain-dev/finegrain/pkg/report/nrt"
+)
+
+// results is everything one run measured.
+type results struct {
+	Nodes       int            `json:"nodes"`
+	NUMAPerNode int            `json:"numaPerNode"`
+	CPUsPerNUMA int            `json:"cpusPerNUMA"`
+	QPS         float64        `json:"qps"`
+	Burst       int            `json:"burst"`
+	NodesReady  float64        `json:"nodesReadySeconds"`
+	Rounds      []*roundResult `json:"rounds"`
+	Gangs       *gangResult    `json:"gangs,omitempty"`
+	Started     time.Time      `json:"started"`
+}
+
+// benchmark adds the fake nodes, runs the throughput rounds and the gang phase, and removes
+// everything it made, whatever happened.
+func benchmark(ctx context.Context, o *options, log *slog.Logger) (res *results, err error) {
+	if err := os.MkdirAll(o.outDir, 0o755); err != nil {
+		return nil, fmt.Errorf("make %s: %w", o.outDir, err)
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", o.kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("read kubeconfig %s: %w", o.kubeconfig, err)
+	}
+	cfg.QPS, cfg.Burst, cfg.UserAgent = 2000, 4000, "placerscale"
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("make API client: %w", err)
+	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("make dynamic API client: %w", err)
+	}
+	if err := preflight(ctx, kube, dyn, log); err != nil {
+		return nil, err
+	}
+	res = &results{Nodes: o.nodes, NUMAPerNode: o.numaPerNode, CPUsPerNUMA: o.cpusNUMA, QPS: o.qps, Burst: o.burst, Started: time.Now().UTC()}
+
+	kwok, err := startKwok(o)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		kwok.stop()
+		if cerr := removeAll(kube, dyn); cerr != nil {
+			err = errors.Join(err, cerr)
+		}
+		log.Info("fake nodes, their objects, the namespace and the processes removed")
+	}()
+	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace,
+		Labels: map[string]string{benchLabel: benchValue}}}, metav1.CreateOptions{}); err != nil {
+		return res, fmt.Errorf("create namespace %s: %w", namespace, err)
+	}
+	t0 := time.Now()
+	if err := addNodes(ctx, kube, dyn, o); err != nil {
+		return res, errors.Join(err, kwok.exited())
+	}
+	res.NodesReady = time.Since(t0).Seconds()
+	log.Info("fake nodes Ready", "nodes", o.nodes, "took", time.Since(t0).Round(time.Second).String())
+
+	// Placer and kube-scheduler alternate (P K K P ...), so that a drift of the shared machine's
+	// load over the run weighs on both alike.
+	for r := range 2 * o.rounds {
+		placer := r%4 == 0 || r%4 == 3
+		profile := ""
+		if placer && r == 0 {
+			profile = o.profile
+		}
+		rr, err := throughputRound(ctx, kube, o, log, placer, r/2, profile)
+		if rr != nil {
+			res.Rounds = append(res.Rounds, rr)
+			log.Info("round done", "scheduler", rr.Scheduler, "bound", rr.Bound, "podsPerSecond", fmt.Sprintf("%.0f", rr.Rate))
+		}
+		if err != nil {
+			return res, errors.Join(err, kwok.exited())
+		}
+	}
+	if o.gangs > 0 {
+		res.Gangs, err = gangPhase(ctx, kube, o, log)
+		if err != nil {
+			return res, errors.Join(err, kwok.exited())
+		}
+	}
+	return res, nil
+}
+
+// preflight checks that the NodeResourceTopology API is served, and removes what an earlier,
+// interrupted run left behind (its fake nodes and namespace, known by their label and name).
+func preflight(ctx context.Context, kube kubernetes.Interface, dyn dynamic.Interface, log *slog.Logger) error {
+	if _, err := dyn.Resource(nrt.GroupVersionResource).List(ctx, metav1.ListOptions{Limit: 1}); err != nil {
+		return fmt.Errorf("the NodeResourceTopology API is not served (%w): install its CRD, kubectl apply -f daemonset/crds/noderesourcetopology.yaml", err)
+	}
+	nodes, err := kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: benchSelector, Limit: 1})
+	if err != nil {
+		return fmt.Errorf("list nodes: %w", err)
+	}
+	_, nserr := kube.CoreV1().Namespaces().Get(ctx, namespace, metav1.GetOptions{})
+	if nserr != nil && !apierrors.IsNotFound(nserr) {
+		return fmt.Errorf("look up namespace %s: %w", namespace, nserr)
+	}
+	if len(nodes.Items) == 0 && nserr != nil {
+		return nil
+	}
+	log.Info("removing what an earlier run left behind", "nodes", benchSelector, "namespace", namespace)
+	if err := removeAll(kube, dyn); err != nil {
+		return err
+	}
+	return poll(ctx, 3*time.Minute, "namespace "+namespace+" gone", func() (bool, error) {
+		_, err := kube.CoreV1().Namespaces().Get(ctx, namespace, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return true, nil
+		}
+		return false, err
+	})
+}

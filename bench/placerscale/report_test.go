@@ -1,0 +1,61 @@
+package main
+
+import (
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestPercentile(t *testing.T) {
+	v := []float64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}
+	for _, tc := range []struct{ p, want float64 }{{50, 5}, {90, 9}, {99, 10}, {100, 10}, {1, 1}} {
+		if got := percentile(v, tc.p); got != tc.want {
+			t.Errorf("percentile(1..10, %v) = %v, want %v", tc.p, got, tc.want)
+		}
+	}
+	if got := percentile(nil, 50); !math.IsNaN(got) {
+		t.Errorf("percentile of nothing = %v, want NaN", got)
+	}
+}
+
+func TestTableComparesCompleteRoundsOnly(t *testing.T) {
+	res := &results{Nodes: 10, NUMAPerNode: 2, CPUsPerNUMA: 32, QPS: 500, Burst: 1000, Rounds: []*roundResult{
+		{Scheduler: "placer", Pods: 100, Bound: 100, Rate: 400, Steady: 500, Annotated: 99},
+		{Scheduler: "kube-scheduler", Pods: 100, Bound: 100, Rate: 200, Steady: 250},
+		{Scheduler: "kube-scheduler", Round: 1, Pods: 100, Bound: 50, Rate: 10, Steady: 10},
+	}, Gangs: &gangResult{Gangs: 2, PodsPerGang: 3, Wait: []float64{1, 2}, Spread: []float64{0.1, 0.2}}}
+	out := table(res)
+	for _, want := range []string{
+		"placer / kube-scheduler = 2.00× (10–90 %: 2.00×)",
+		"placer round 0: 1 of 100 bound pods lack the NUMA node annotation",
+		"p50 1.00 s, p99 2.00 s",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("table lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestOptionsNameWhatIsWrong(t *testing.T) {
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "bin")
+	if err := os.WriteFile(bin, nil, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var stderr strings.Builder
+	_, err := parseOptions([]string{"-kwok", bin, "-kube-scheduler", bin, "-placer", filepath.Join(dir, "missing"), "-kubeconfig", bin,
+		"-nodes", "10", "-gang-nodes", "20"}, &stderr)
+	if err == nil {
+		t.Fatal("options with a missing placer and more gang nodes than nodes were accepted")
+	}
+	for _, want := range []string{"-placer " + filepath.Join(dir, "missing"), "-gang-nodes 20"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not name %q", err, want)
+		}
+	}
+	if _, err := parseOptions([]string{"-kwok", bin, "-kube-scheduler", bin, "-placer", bin, "-kubeconfig", bin}, &stderr); err != nil {
+		t.Errorf("defaults rejected: %v", err)
+	}
+}

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# make bench-placer-scale: bench/placerscale on the running local cluster, holding the cluster's
+# lock (other engineers' cluster scripts wait meanwhile). It never brings the cluster up or down.
+# kwok is installed with go install on first use into a versioned cache directory. Arguments go to
+# the benchmark (go run ./bench/placerscale -h lists them); its logs, configs, profile and
+# results.json land in _output/placerscale/.
+set -euo pipefail
+. "$(dirname "${BASH_SOURCE[0]}")/../../hack/cluster/lib.sh"
+
+KWOK_VERSION=v0.7.0
+KWOK_DIR="${XDG_CACHE_HOME:-$HOME/.cache}/finegrain/kwok/$KWOK_VERSION"
+
+need_root
+need_cmd go "golang (Go 1.26 in /usr/local/go/bin on PATH)"
+take_lock
+cluster_up || die "the local cluster is not up: make cluster-up first"
+if [ ! -x "$KWOK_DIR/kwok" ]; then
+  log "installing kwok $KWOK_VERSION into $KWOK_DIR (go install, a minute or more)"
+  GOBIN="$KWOK_DIR" go install "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION"
+fi
+cd "$FG_ROOT"
+mkdir -p bin
+CGO_ENABLED=0 go build -trimpath -o bin/placer ./cmd/placer
+go build -o bin/placerscale ./bench/placerscale
+bin/placerscale -kubeconfig "$ADMIN_KUBECONFIG" -kwok "$KWOK_DIR/kwok" \
+  -kube-scheduler "$(cluster_setting KUBE_BIN)/kube-scheduler" -placer bin/placer "$@"
