@@ -13,22 +13,14 @@ package main
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
+	"github.com/finegrain-dev/finegrain/bench/internal/agentbench"
 )
 
 // mode is the agent's container-creation path.
@@ -40,9 +32,7 @@ const (
 )
 
 type options struct {
-	kubeconfig    string
-	agentNS       string
-	agentName     string
+	target        agentbench.Target
 	agentEndpoint string
 	modes         []mode
 	pods          int
@@ -56,12 +46,8 @@ type options struct {
 
 func parse(args []string, stderr io.Writer) (options, error) {
 	o := options{}
-	fs := flag.NewFlagSet("nriproof", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := o.target.FlagSet("nriproof", stderr)
 	modes := fs.String("modes", "nri,inotify", "agent paths to measure, in order: nri (pinned at creation) and inotify")
-	fs.StringVar(&o.kubeconfig, "kubeconfig", "/var/lib/finegrain-cluster/admin.kubeconfig", "admin kubeconfig of the cluster")
-	fs.StringVar(&o.agentNS, "agent-namespace", "finegrain-system", "namespace of the agent's DaemonSet")
-	fs.StringVar(&o.agentName, "agent-daemonset", "finegrain-nodeagent", "name of the agent's DaemonSet")
 	fs.StringVar(&o.agentEndpoint, "agent-endpoint", "http://127.0.0.1:9720", "the agent's inspection endpoint on this node")
 	fs.IntVar(&o.pods, "pods", 100, "pinned workers per mode, one after the other")
 	fs.StringVar(&o.image, "image", "localhost/finegrain-worker:dev", "workers' image, holding /usr/local/bin/fgworker; never pulled")
@@ -76,13 +62,9 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	if fs.NArg() > 0 {
 		return o, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
-	for _, m := range strings.Split(*modes, ",") {
-		switch mode(m) {
-		case modeNRI, modeInotify:
-			o.modes = append(o.modes, mode(m))
-		default:
-			return o, fmt.Errorf("-modes: unknown mode %q (want nri, inotify)", m)
-		}
+	var err error
+	if o.modes, err = agentbench.ParseModes(*modes, modeNRI, modeInotify); err != nil {
+		return o, err
 	}
 	if o.pods < 1 {
 		return o, fmt.Errorf("-pods %d: want at least 1", o.pods)
@@ -91,63 +73,32 @@ func parse(args []string, stderr io.Writer) (options, error) {
 }
 
 func main() {
-	o, err := parse(os.Args[1:], os.Stderr)
-	if err != nil {
-		if !errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintln(os.Stderr, "nriproof:", err)
-		}
-		os.Exit(2)
-	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, o, log); err != nil {
-		log.Error("nriproof failed", "reason", err.Error())
-		stop()
-		os.Exit(1)
-	}
+	agentbench.Main("nriproof", parse, run)
 }
 
 func run(ctx context.Context, o options, log *slog.Logger) error {
-	cfg, err := clientcmd.BuildConfigFromFlags("", o.kubeconfig)
-	if err != nil {
-		return fmt.Errorf("kubeconfig %s: %w", o.kubeconfig, err)
-	}
-	client, err := kubernetes.NewForConfig(cfg)
+	s, err := agentbench.Open(ctx, o.target, "nriproof", log)
 	if err != nil {
 		return err
 	}
-	ns := fmt.Sprintf("nriproof-%d", time.Now().Unix())
-	if _, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-		return fmt.Errorf("create namespace %s: %w", ns, err)
-	}
-	defer client.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{})
-	agent := agentControl{client: client, namespace: o.agentNS, name: o.agentName, endpoint: o.agentEndpoint}
-	original, err := agent.args(ctx)
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if _, err := agent.setArgs(context.Background(), original); err != nil {
-			log.Error("cannot restore the agent's arguments", "args", original, "reason", err.Error())
-		}
-	}()
+	defer s.Close()
+	view := agentView{endpoint: o.agentEndpoint}
 	r := result{Command: strings.Join(os.Args, " "), Modes: map[mode]modeResult{}}
 	for _, m := range o.modes {
 		log.Info("rolling the agent out", "mode", string(m))
-		pod, err := agent.setArgs(ctx, withMode(original, m))
+		pod, err := s.Agent.SetArgs(ctx, withMode(s.AgentArgs, m))
 		if err != nil {
 			return err
 		}
-		if err := agent.waitPath(ctx, m); err != nil {
+		if err := view.waitPath(ctx, m); err != nil {
 			return err
 		}
 		r.Node = pod.Spec.NodeName
-		w := workers{client: client, ns: ns, image: o.image, timeout: o.podTimeout, agent: agent, log: log, ctr: o.ctr, containerd: o.containerd}
+		w := workers{client: s.Client, ns: s.Namespace, image: o.image, timeout: o.podTimeout, agent: view, log: log, ctr: o.ctr, containerd: o.containerd}
 		since := time.Now()
 		samples, err := w.run(ctx, m, o.pods)
 		if err == nil {
-			err = annotate(ctx, client, pod, since, o.containerdLog, samples)
+			err = annotate(ctx, s.Client, pod, since, o.containerdLog, samples)
 		}
 		r.Modes[m] = summarizeMode(samples)
 		if err != nil {
@@ -157,12 +108,5 @@ func run(ctx context.Context, o options, log *slog.Logger) error {
 	if err := writeTable(os.Stdout, r, o.modes); err != nil {
 		return err
 	}
-	if o.jsonOut == "" {
-		return nil
-	}
-	data, err := json.MarshalIndent(r, "", "  ")
-	if err != nil {
-		return err
-	}
-	return os.WriteFile(o.jsonOut, append(data, '\n'), 0o644)
+	return agentbench.WriteJSON(o.jsonOut, r)
 }

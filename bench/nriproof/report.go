@@ -3,13 +3,13 @@ package main
 import (
 	"fmt"
 	"io"
-	"math"
-	"slices"
 	"text/tabwriter"
 	"time"
+
+	"github.com/finegrain-dev/finegrain/bench/internal/agentbench"
 )
 
-// summary describes a set of durations (nearest-rank percentiles).
+// summary is the part of an agentbench.Summary this bench reports.
 type summary struct {
 	N   int           `json:"n"`
 	P50 time.Duration `json:"p50Ns"`
@@ -18,16 +18,8 @@ type summary struct {
 }
 
 func summarize(ds []time.Duration) summary {
-	if len(ds) == 0 {
-		return summary{}
-	}
-	s := slices.Clone(ds)
-	slices.Sort(s)
-	rank := func(p float64) time.Duration {
-		i := int(math.Ceil(p/100*float64(len(s)))) - 1
-		return s[max(0, min(i, len(s)-1))]
-	}
-	return summary{N: len(s), P50: rank(50), P99: rank(99), Max: s[len(s)-1]}
+	s := agentbench.Summarize(ds)
+	return summary{N: s.N, P50: s.P50, P99: s.P99, Max: s.Max}
 }
 
 // modeResult is one mode's samples and their summaries.
@@ -88,11 +80,9 @@ type result struct {
 	Modes   map[mode]modeResult `json:"modes"`
 }
 
-func us(d time.Duration) string { return fmt.Sprintf("%.1f µs", float64(d)/float64(time.Microsecond)) }
-func ms(d time.Duration) string { return fmt.Sprintf("%.2f ms", float64(d)/float64(time.Millisecond)) }
-
 // writeTable prints the result for people.
 func writeTable(w io.Writer, r result, modes []mode) error {
+	us, ms := agentbench.Micros, agentbench.Millis
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "PATH\tWORKERS\tFIRST AFFINITY = PIN\tRUNTIME SPEC = PIN\tAGENT'S ACCOUNT\tUNPINNED WINDOW p50 / p99 / max\tNRI HOOK p50 / p99\tCREATECONTAINER p50 / p99")
 	for _, m := range modes {

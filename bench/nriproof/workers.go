@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/cpuset"
 
+	"github.com/finegrain-dev/finegrain/bench/internal/agentbench"
 	fgresult "github.com/finegrain-dev/finegrain/bench/internal/result"
 )
 
@@ -57,7 +58,7 @@ type workers struct {
 	ns      string
 	image   string
 	timeout time.Duration
-	agent   agentControl
+	agent   agentView
 	log     *slog.Logger
 	// ctr and containerd read runtime specs; an empty ctr skips that.
 	ctr, containerd string
@@ -96,7 +97,7 @@ func (w workers) one(ctx context.Context, m mode, i int) (sample, error) {
 		grace := int64(0)
 		_ = pods.Delete(context.Background(), pod.Name, metav1.DeleteOptions{GracePeriodSeconds: &grace})
 	}()
-	err = poll(ctx, "worker "+pod.Name+" to finish", w.timeout, func() error {
+	err = agentbench.Poll(ctx, "worker "+pod.Name+" to finish", w.timeout, func() error {
 		pod, err = pods.Get(ctx, pod.Name, metav1.GetOptions{})
 		if err != nil {
 			return err

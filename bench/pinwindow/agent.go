@@ -1,19 +1,16 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 
+	"github.com/finegrain-dev/finegrain/bench/internal/agentbench"
 	"github.com/finegrain-dev/finegrain/pkg/cgroup"
 )
 
@@ -37,29 +34,9 @@ func modeArgs(m mode, criEndpoint string) []string {
 	return []string{"--nri=off", "--inotify=true", "--cri-endpoint=" + criEndpoint}
 }
 
-// agentControl reconfigures and observes the agent's DaemonSet.
-type agentControl struct {
-	client    kubernetes.Interface
-	namespace string
-	name      string
-	layout    cgroup.Layout
-}
-
-// args returns the DaemonSet's agent container arguments.
-func (a agentControl) args(ctx context.Context) ([]string, error) {
-	ds, err := a.client.AppsV1().DaemonSets(a.namespace).Get(ctx, a.name, metav1.GetOptions{})
-	if err != nil {
-		return nil, fmt.Errorf("agent DaemonSet %s/%s: %w", a.namespace, a.name, err)
-	}
-	return slices.Clone(ds.Spec.Template.Spec.Containers[0].Args), nil
-}
-
 // withMode replaces the mode flags in args.
 func withMode(args []string, m mode, criEndpoint string) []string {
-	out := slices.DeleteFunc(slices.Clone(args), func(a string) bool {
-		return strings.HasPrefix(a, "--inotify") || strings.HasPrefix(a, "--cri-endpoint") || strings.HasPrefix(a, "--nri=")
-	})
-	return append(out, modeArgs(m, criEndpoint)...)
+	return agentbench.ReplaceFlags(args, []string{"inotify", "cri-endpoint", "nri"}, modeArgs(m, criEndpoint)...)
 }
 
 // criEndpoint returns the --cri-endpoint the DaemonSet runs with.
@@ -72,72 +49,8 @@ func criEndpoint(args []string) string {
 	return "unix:///run/containerd/containerd.sock"
 }
 
-// setArgs rolls the agent out with args and waits for its new pod to be ready.
-func (a agentControl) setArgs(ctx context.Context, args []string) (*corev1.Pod, error) {
-	ds, err := a.client.AppsV1().DaemonSets(a.namespace).Get(ctx, a.name, metav1.GetOptions{})
-	if err != nil {
-		return nil, err
-	}
-	if !slices.Equal(ds.Spec.Template.Spec.Containers[0].Args, args) {
-		ds.Spec.Template.Spec.Containers[0].Args = args
-		if ds, err = a.client.AppsV1().DaemonSets(a.namespace).Update(ctx, ds, metav1.UpdateOptions{}); err != nil {
-			return nil, fmt.Errorf("update agent DaemonSet: %w", err)
-		}
-	}
-	return a.waitRolledOut(ctx, ds.Generation)
-}
-
-func (a agentControl) waitRolledOut(ctx context.Context, generation int64) (*corev1.Pod, error) {
-	deadline := time.Now().Add(3 * time.Minute)
-	for {
-		pod, why := a.rolledOut(ctx, generation)
-		if pod != nil {
-			return pod, nil
-		}
-		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("agent DaemonSet did not roll out within 3 minutes: %s", why)
-		}
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(250 * time.Millisecond):
-		}
-	}
-}
-
-func (a agentControl) rolledOut(ctx context.Context, generation int64) (*corev1.Pod, string) {
-	ds, err := a.client.AppsV1().DaemonSets(a.namespace).Get(ctx, a.name, metav1.GetOptions{})
-	if err != nil {
-		return nil, err.Error()
-	}
-	st := ds.Status
-	if st.ObservedGeneration < generation || st.UpdatedNumberScheduled != st.DesiredNumberScheduled || st.NumberReady != st.DesiredNumberScheduled || st.NumberUnavailable > 0 {
-		return nil, fmt.Sprintf("status %+v", st)
-	}
-	pods, err := a.client.CoreV1().Pods(a.namespace).List(ctx, metav1.ListOptions{LabelSelector: metav1.FormatLabelSelector(ds.Spec.Selector)})
-	if err != nil {
-		return nil, err.Error()
-	}
-	for i := range pods.Items {
-		p := &pods.Items[i]
-		if p.DeletionTimestamp == nil && slices.Equal(p.Spec.Containers[0].Args, ds.Spec.Template.Spec.Containers[0].Args) && ready(p) {
-			return p, ""
-		}
-	}
-	return nil, "no ready pod with the new arguments yet"
-}
-
-func ready(p *corev1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
-}
-
-// pid returns the agent process's PID, from its container cgroup.
-func (a agentControl) pid(pod *corev1.Pod) (int, error) {
+// agentPID returns the agent process's PID, from its container cgroup under layout.
+func agentPID(layout cgroup.Layout, pod *corev1.Pod) (int, error) {
 	if len(pod.Status.ContainerStatuses) == 0 {
 		return 0, fmt.Errorf("agent pod %s has no container status", pod.Name)
 	}
@@ -145,7 +58,7 @@ func (a agentControl) pid(pod *corev1.Pod) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	dir, err := a.layout.ContainerDir(cgroup.CPUSet, ref)
+	dir, err := layout.ContainerDir(cgroup.CPUSet, ref)
 	if err != nil {
 		return 0, err
 	}

@@ -10,31 +10,23 @@ package main
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/cpuset"
 
+	"github.com/finegrain-dev/finegrain/bench/internal/agentbench"
 	"github.com/finegrain-dev/finegrain/pkg/cgroup"
 )
 
 type options struct {
-	kubeconfig  string
-	agentNS     string
-	agentName   string
+	target      agentbench.Target
 	modes       []mode
 	pods        int
 	wantCPUs    int
@@ -48,12 +40,8 @@ type options struct {
 
 func parse(args []string, stderr io.Writer) (options, error) {
 	o := options{}
-	fs := flag.NewFlagSet("pinwindow", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := o.target.FlagSet("pinwindow", stderr)
 	modes := fs.String("modes", "inotify,informer", "agent modes to measure, in order: inotify (inotify + CRI names) and informer (pod statuses only)")
-	fs.StringVar(&o.kubeconfig, "kubeconfig", "/var/lib/finegrain-cluster/admin.kubeconfig", "admin kubeconfig of the cluster")
-	fs.StringVar(&o.agentNS, "agent-namespace", "finegrain-system", "namespace of the agent's DaemonSet")
-	fs.StringVar(&o.agentName, "agent-daemonset", "finegrain-nodeagent", "name of the agent's DaemonSet")
 	fs.IntVar(&o.pods, "pods", 100, "workers pinned one after the other per mode")
 	fs.IntVar(&o.wantCPUs, "cpus", 1, "exclusive CPUs per worker")
 	fs.StringVar(&o.image, "image", "localhost/finegrain-worker:dev", "workers' image (its entrypoint must idle), never pulled")
@@ -65,13 +53,9 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
-	for _, m := range strings.Split(*modes, ",") {
-		switch mode(m) {
-		case modeInotify, modeInformer:
-			o.modes = append(o.modes, mode(m))
-		default:
-			return o, fmt.Errorf("-modes: unknown mode %q (want inotify, informer)", m)
-		}
+	var err error
+	if o.modes, err = agentbench.ParseModes(*modes, modeInotify, modeInformer); err != nil {
+		return o, err
 	}
 	if o.pods < 1 || o.wantCPUs < 1 {
 		return o, fmt.Errorf("-pods %d and -cpus %d must be at least 1", o.pods, o.wantCPUs)
@@ -80,32 +64,15 @@ func parse(args []string, stderr io.Writer) (options, error) {
 }
 
 func main() {
-	o, err := parse(os.Args[1:], os.Stderr)
-	if err != nil {
-		if !errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintln(os.Stderr, "pinwindow:", err)
-		}
-		os.Exit(2)
-	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, o, log); err != nil {
-		log.Error("pinwindow failed", "reason", err.Error())
-		stop()
-		os.Exit(1)
-	}
+	agentbench.Main("pinwindow", parse, run)
 }
 
 func run(ctx context.Context, o options, log *slog.Logger) error {
-	cfg, err := clientcmd.BuildConfigFromFlags("", o.kubeconfig)
-	if err != nil {
-		return fmt.Errorf("kubeconfig %s: %w", o.kubeconfig, err)
-	}
-	client, err := kubernetes.NewForConfig(cfg)
+	s, err := agentbench.Open(ctx, o.target, "pinwindow", log)
 	if err != nil {
 		return err
 	}
+	defer s.Close()
 	mounts, err := cgroup.DetectMounts("/proc/self/mountinfo")
 	if err != nil {
 		return err
@@ -126,78 +93,56 @@ func run(ctx context.Context, o options, log *slog.Logger) error {
 		log.Warn("the recorder runs without real-time priority: on a busy node it may notice a cgroup late and under-measure its window", "reason", err.Error())
 	}
 
-	ns := fmt.Sprintf("pinwindow-%d", time.Now().Unix())
-	if _, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-		return fmt.Errorf("create namespace %s: %w", ns, err)
-	}
-	defer client.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{})
-	b := &bench{o: o, client: client, rec: rec, layout: layout, log: log, ns: ns}
-	agent := agentControl{client: client, namespace: o.agentNS, name: o.agentName, layout: layout}
-	original, err := agent.args(ctx)
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if _, err := agent.setArgs(context.Background(), original); err != nil {
-			log.Error("cannot restore the agent's arguments", "args", original, "reason", err.Error())
-		}
-	}()
+	b := &bench{o: o, client: s.Client, rec: rec, layout: layout, log: log, ns: s.Namespace}
 	all, err := onlineCPUs()
 	if err != nil {
 		return err
 	}
-	r := result{Command: strings.Join(os.Args, " "), Windows: map[mode]summary{}, Samples: map[mode][]pinSample{},
-		AgentWindows: map[mode]summary{}, AgentResolve: map[mode]summary{}}
+	r := result{Command: strings.Join(os.Args, " "), Windows: map[mode]agentbench.Summary{}, Samples: map[mode][]pinSample{},
+		AgentWindows: map[mode]agentbench.Summary{}, AgentResolve: map[mode]agentbench.Summary{}}
 	for _, m := range o.modes {
 		log.Info("rolling the agent out", "mode", string(m))
-		pod, err := agent.setArgs(ctx, withMode(original, m, criEndpoint(original)))
+		pod, err := s.Agent.SetArgs(ctx, withMode(s.AgentArgs, m, criEndpoint(s.AgentArgs)))
 		if err != nil {
 			return err
 		}
 		r.Node = pod.Spec.NodeName
-		if node, err := client.CoreV1().Nodes().Get(ctx, r.Node, metav1.GetOptions{}); err == nil {
+		if node, err := s.Client.CoreV1().Nodes().Get(ctx, r.Node, metav1.GetOptions{}); err == nil {
 			r.Runtime = node.Status.NodeInfo.ContainerRuntimeVersion
 		}
 		if m == modeInotify && o.idle > 0 {
-			if err := measureAgentIdle(ctx, agent, pod, o.idle, &r, log); err != nil {
+			if err := measureAgentIdle(ctx, layout, pod, o.idle, &r, log); err != nil {
 				return err
 			}
 		}
 		samples, err := b.measureWindows(ctx, m, o.pods)
 		r.Samples[m] = samples
-		r.Windows[m] = summarize(windowsOf(samples))
+		r.Windows[m] = agentbench.Summarize(windowsOf(samples))
 		if err != nil {
 			return err
 		}
-		windows, resolves, err := agentPins(ctx, client, pod, string(m))
+		windows, resolves, err := agentPins(ctx, s.Client, pod, string(m))
 		if err != nil {
 			log.Warn("cannot read the agent's own account of its pins", "reason", err.Error())
 		}
-		r.AgentWindows[m], r.AgentResolve[m] = summarize(windows), summarize(resolves)
+		r.AgentWindows[m], r.AgentResolve[m] = agentbench.Summarize(windows), agentbench.Summarize(resolves)
 		if m == modeInotify && o.driftRounds > 0 {
 			drift, err := b.measureDrift(ctx, o.driftRounds, all)
 			if err != nil {
 				return err
 			}
-			r.Drift = summarize(drift)
+			r.Drift = agentbench.Summarize(drift)
 		}
 	}
 	if err := writeTable(os.Stdout, r, o.modes); err != nil {
 		return err
 	}
-	if o.jsonOut != "" {
-		data, err := json.MarshalIndent(r, "", "  ")
-		if err != nil {
-			return err
-		}
-		return os.WriteFile(o.jsonOut, append(data, '\n'), 0o644)
-	}
-	return nil
+	return agentbench.WriteJSON(o.jsonOut, r)
 }
 
 // measureAgentIdle lets the freshly started agent settle, then samples it.
-func measureAgentIdle(ctx context.Context, agent agentControl, pod *corev1.Pod, d time.Duration, r *result, log *slog.Logger) error {
-	pid, err := agent.pid(pod)
+func measureAgentIdle(ctx context.Context, layout cgroup.Layout, pod *corev1.Pod, d time.Duration, r *result, log *slog.Logger) error {
+	pid, err := agentPID(layout, pod)
 	if err != nil {
 		return err
 	}

@@ -13,20 +13,6 @@ import (
 	"github.com/finegrain-dev/finegrain/pkg/cgroup"
 )
 
-func TestSummarize(t *testing.T) {
-	var ds []time.Duration
-	for i := 1; i <= 100; i++ {
-		ds = append(ds, time.Duration(i)*time.Millisecond)
-	}
-	s := summarize(ds)
-	if s.N != 100 || s.Min != time.Millisecond || s.P50 != 50*time.Millisecond || s.P99 != 99*time.Millisecond || s.Max != 100*time.Millisecond {
-		t.Errorf("summarize = %+v", s)
-	}
-	if s := summarize(nil); s.N != 0 {
-		t.Errorf("summarize(nil) = %+v", s)
-	}
-}
-
 func TestWithMode(t *testing.T) {
 	args := []string{"--cgroup-driver=cgroupfs", "--inotify=true", "--cri-endpoint=unix:///x.sock", "--reconcile-interval=500ms", "--nri=auto", "--nri-socket=/x"}
 	got := withMode(args, modeInformer, criEndpoint(args))
