@@ -138,6 +138,7 @@ func TestAgentRefusesStaticKubelet(t *testing.T) {
 	c := framework.Setup(t)
 	c.RequireCPUManagerPolicy(t, "static")
 	deployAgent(t, c, false)
+	t.Cleanup(func() { removeAgent(t, c) })
 	framework.Eventually(t, "the agent to report the static policy on its node and in /readyz", 30*time.Second, func(ctx context.Context) error {
 		code, body, err := agentGet(ctx, "/readyz")
 		if err != nil {

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/cpuset"
@@ -69,6 +70,29 @@ func deployAgent(t *testing.T, c *framework.Cluster, ready bool) *corev1.Pod {
 		return nil
 	})
 	return pod
+}
+
+// removeAgent deletes the node agent's DaemonSet and waits until its pods are gone, so that
+// later tests of the pass get the node's CPUs back (a static-policy kubelet has one to give).
+func removeAgent(t *testing.T, c *framework.Cluster) {
+	t.Helper()
+	policy := metav1.DeletePropagationForeground
+	err := c.Client.AppsV1().DaemonSets(framework.SystemNamespace).Delete(context.Background(), "finegrain-nodeagent",
+		metav1.DeleteOptions{PropagationPolicy: &policy})
+	if err != nil && !apierrors.IsNotFound(err) {
+		t.Errorf("remove the node agent: %v", err)
+		return
+	}
+	framework.Eventually(t, "the node agent's pods to go", framework.PodDeleteTimeout, func(ctx context.Context) error {
+		pods, err := c.Client.CoreV1().Pods(framework.SystemNamespace).List(ctx, metav1.ListOptions{LabelSelector: agentSelector})
+		if err != nil {
+			return err
+		}
+		if n := len(pods.Items); n > 0 {
+			return fmt.Errorf("%d agent pods left", n)
+		}
+		return nil
+	})
 }
 
 // agentPod returns the agent's only live pod.

@@ -3,6 +3,7 @@ package framework
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -165,6 +166,22 @@ func TestPollReturnsLastErrorAtDeadline(t *testing.T) {
 		return nil
 	}); err != nil || calls != 3 {
 		t.Errorf("Poll = %v after %d calls, want success on the third", err, calls)
+	}
+}
+
+// Every call of a Consistently check, the last included, has time left to make its API calls.
+func TestConsistentlyGivesEveryCallTime(t *testing.T) {
+	calls := 0
+	start := time.Now()
+	Consistently(t, "the condition", 60*time.Millisecond, func(ctx context.Context) error {
+		calls++
+		if dl, ok := ctx.Deadline(); !ok || time.Until(dl) < time.Second {
+			return fmt.Errorf("call %d has %v left", calls, time.Until(dl))
+		}
+		return nil
+	})
+	if calls < 2 || time.Since(start) < 60*time.Millisecond {
+		t.Errorf("Consistently made %d calls in %v, want several over the whole duration", calls, time.Since(start))
 	}
 }
 

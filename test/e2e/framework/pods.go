@@ -105,20 +105,36 @@ func (c *Cluster) Namespace(t testing.TB) string {
 func (c *Cluster) deleteNamespace(t testing.TB, ns string) {
 	ctx := context.Background()
 	// The pods' own short grace period, not 0: the API object must stay until the kubelet has
-	// stopped the containers and removed their cgroups.
-	err := c.Client.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})
-	if err != nil {
-		t.Errorf("delete the pods of namespace %s: %v", ns, err)
+	// stopped the containers and removed their cgroups. A controller still running (the placer
+	// with a job left in the namespace) may make pods again while the namespace lives: those are
+	// deleted too, as they appear.
+	deleteAll := func(ctx context.Context) error {
+		err := c.Client.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})
+		if err != nil {
+			return fmt.Errorf("delete the pods of namespace %s: %w", ns, err)
+		}
+		return nil
 	}
-	_, err = Poll(ctx, PodDeleteTimeout, func(ctx context.Context) error {
+	if err := deleteAll(ctx); err != nil {
+		t.Error(err)
+	}
+	_, err := Poll(ctx, PodDeleteTimeout, func(ctx context.Context) error {
 		pods, err := c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return err
 		}
-		if len(pods.Items) > 0 {
-			return fmt.Errorf("%d pods left, e.g. %s in phase %s", len(pods.Items), pods.Items[0].Name, pods.Items[0].Status.Phase)
+		if len(pods.Items) == 0 {
+			return nil
 		}
-		return nil
+		for _, p := range pods.Items {
+			if p.DeletionTimestamp == nil {
+				if err := deleteAll(ctx); err != nil {
+					return err
+				}
+				break
+			}
+		}
+		return fmt.Errorf("%d pods left, e.g. %s in phase %s", len(pods.Items), pods.Items[0].Name, pods.Items[0].Status.Phase)
 	})
 	if err != nil {
 		t.Errorf("pods of namespace %s did not go within %v: %v", ns, PodDeleteTimeout, err)

@@ -20,30 +20,48 @@ func pollInterval(timeout time.Duration) time.Duration {
 	return iv
 }
 
+// callGrace is the least time a Poll or Consistently check gets for its API calls: client-go's
+// rate limiter refuses to wait past a context's deadline, so a call near the end of a poll with
+// a context ending at that end would fail for lack of time, hiding the error that matters.
+const callGrace = 10 * time.Second
+
 // Poll calls check until it returns nil, then returns nil and how long that took, or returns
-// check's last error once timeout has passed. Each call gets a context that ends at the deadline.
+// check's last error once timeout has passed. Each call gets a context that ends at the
+// deadline or callGrace after the call starts, whichever is later.
 func Poll(ctx context.Context, timeout time.Duration, check func(ctx context.Context) error) (time.Duration, error) {
 	start := time.Now()
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
+	deadline := start.Add(timeout)
+	end := time.NewTimer(timeout)
+	defer end.Stop()
 	tick := time.NewTicker(pollInterval(timeout))
 	defer tick.Stop()
 	var last error
 	for {
-		err := check(ctx)
+		cctx, cancel := context.WithDeadline(ctx, later(deadline, time.Now().Add(callGrace)))
+		err := check(cctx)
+		cancel()
 		if err == nil {
 			return time.Since(start), nil
 		}
-		// A check cut short by the deadline says less than the one before it.
-		if last == nil || ctx.Err() == nil || !(errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)) {
+		// A check cut short by its deadline says less than the one before it.
+		if last == nil || !(errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)) {
 			last = err
 		}
 		select {
 		case <-ctx.Done():
 			return time.Since(start), last
+		case <-end.C:
+			return time.Since(start), last
 		case <-tick.C:
 		}
 	}
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 // Eventually polls check until it returns nil and returns how long that took; after timeout it
@@ -58,20 +76,22 @@ func Eventually(t testing.TB, what string, timeout time.Duration, check func(ctx
 }
 
 // Consistently calls check for the whole duration and fails the test at its first error, naming
-// what must have held.
+// what must have held. Each call has callGrace for its API calls, the last one included.
 func Consistently(t testing.TB, what string, duration time.Duration, check func(ctx context.Context) error) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), duration)
-	defer cancel()
 	tick := time.NewTicker(pollInterval(duration))
 	defer tick.Stop()
 	start := time.Now()
+	end := time.After(duration)
 	for {
-		if err := check(ctx); err != nil && ctx.Err() == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), callGrace)
+		err := check(ctx)
+		cancel()
+		if err != nil {
 			t.Fatalf("%s stopped holding after %v: %v", what, time.Since(start).Round(time.Millisecond), err)
 		}
 		select {
-		case <-ctx.Done():
+		case <-end:
 			return
 		case <-tick.C:
 		}
