@@ -277,6 +277,24 @@ func agentPins(ctx context.Context) (inspect.Pins, error) {
 	return inspect.Fetch(ctx, http.DefaultClient, agentEndpoint)
 }
 
+// awaitNoPins waits until the agent holds no exclusive pin: a pin of an earlier test's pod is
+// released when the agent learns the pod is gone, which may come just after the API object went.
+func awaitNoPins(t *testing.T) {
+	t.Helper()
+	framework.Eventually(t, "the agent to release the pins of earlier tests", 30*time.Second, func(ctx context.Context) error {
+		v, err := agentPins(ctx)
+		if err != nil {
+			return err
+		}
+		for _, c := range v.Containers {
+			if c.Pool == inspect.PoolExclusive {
+				return fmt.Errorf("%s/%s container %s still holds CPUs %s", c.Namespace, c.Pod, c.Container, c.CPUs)
+			}
+		}
+		return nil
+	})
+}
+
 // pinnedIn reports whether the view shows pod's container holding exactly cpus exclusively.
 func pinnedIn(v inspect.Pins, pod, container string, cpus cpuset.CPUSet) bool {
 	for _, c := range v.Containers {

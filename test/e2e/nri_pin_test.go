@@ -26,6 +26,7 @@ import (
 func TestNRIPinsAtCreation(t *testing.T) {
 	c := framework.Setup(t)
 	e := requireNRI(t, c)
+	awaitNoPins(t)
 	ns := c.Namespace(t)
 	ctx := context.Background()
 	count0, _ := agentMetric(ctx, `finegrain_nodeagent_unpinned_window_seconds_count{path="nri"}`)
