@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/finegrain-dev/finegrain/pkg/apis/finegrain/v1alpha1"
 	"github.com/finegrain-dev/finegrain/pkg/report/nrt"
 )
 
@@ -94,6 +95,16 @@ func benchmark(ctx context.Context, o *options, log *slog.Logger) (res *results,
 			return res, errors.Join(err, kwok.exited())
 		}
 	}
+	for r := range 2 * o.jobRounds {
+		placer := r%4 == 0 || r%4 == 3
+		rr, err := jobRound(ctx, kube, dyn, o, log, placer, r/2)
+		if rr != nil {
+			res.Rounds = append(res.Rounds, rr)
+		}
+		if err != nil {
+			return res, errors.Join(err, kwok.exited())
+		}
+	}
 	if o.gangs > 0 {
 		res.Gangs, err = gangPhase(ctx, kube, o, log)
 		if err != nil {
@@ -108,6 +119,9 @@ func benchmark(ctx context.Context, o *options, log *slog.Logger) (res *results,
 func preflight(ctx context.Context, kube kubernetes.Interface, dyn dynamic.Interface, log *slog.Logger) error {
 	if _, err := dyn.Resource(nrt.GroupVersionResource).List(ctx, metav1.ListOptions{Limit: 1}); err != nil {
 		return fmt.Errorf("the NodeResourceTopology API is not served (%w): install its CRD, kubectl apply -f daemonset/crds/noderesourcetopology.yaml", err)
+	}
+	if _, err := dyn.Resource(v1alpha1.GroupVersionResource).List(ctx, metav1.ListOptions{Limit: 1}); err != nil {
+		return fmt.Errorf("the HPCJob API is not served (%w): install its CRD, kubectl apply -f daemonset/placer/crd-hpcjob.yaml", err)
 	}
 	nodes, err := kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: benchSelector, Limit: 1})
 	if err != nil {

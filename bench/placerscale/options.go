@@ -20,8 +20,10 @@ type options struct {
 	// pods is how many pods one throughput round binds; rounds how many rounds each scheduler
 	// runs (in the order placer, kube-scheduler, kube-scheduler, placer, ...).
 	pods, rounds int
-	qps          float64
-	burst        int
+	// jobRounds is how many job rounds each scheduler runs (same alternation).
+	jobRounds int
+	qps       float64
+	burst     int
 	// gangs compete for gangNodes nodes; each is gangPods pods of gangCPUs exclusive CPUs, and
 	// is deleted gangHold after it is bound, making room for the next.
 	gangs, gangNodes, gangPods, gangCPUs int
@@ -50,6 +52,7 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&o.cpusNUMA, "cpus-per-numa", 32, "CPUs per NUMA node")
 	fs.IntVar(&o.pods, "pods", 3000, "pods per throughput round")
 	fs.IntVar(&o.rounds, "rounds", 2, "throughput rounds per scheduler, alternating (0: skip)")
+	fs.IntVar(&o.jobRounds, "job-rounds", 2, "job rounds per scheduler: a job of -pods one-CPU workers submitted until all are bound (an HPCJob for the placer, pods made by the benchmark for kube-scheduler; 0: skip)")
 	fs.Float64Var(&o.qps, "qps", 500, "API requests per second allowed to each scheduler (kube-scheduler's clientConnection.qps, the placer's --kube-api-qps)")
 	fs.IntVar(&o.burst, "burst", 1000, "API request burst of each scheduler")
 	fs.IntVar(&o.gangs, "gangs", 16, "competing pod gangs (0: skip)")
@@ -79,8 +82,8 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 		errs = append(errs, fmt.Errorf("-nodes %d: want 1 to 9999", o.nodes))
 	case o.numaPerNode < 1 || o.cpusNUMA < 2:
 		errs = append(errs, fmt.Errorf("-numa %d -cpus-per-numa %d: want at least 1 NUMA node of 2 CPUs", o.numaPerNode, o.cpusNUMA))
-	case o.pods < 1 || o.rounds < 0 || o.qps <= 0 || o.burst < 1:
-		errs = append(errs, fmt.Errorf("-pods %d -rounds %d -qps %v -burst %d: want positive values (rounds may be 0)", o.pods, o.rounds, o.qps, o.burst))
+	case o.pods < 1 || o.rounds < 0 || o.jobRounds < 0 || o.qps <= 0 || o.burst < 1:
+		errs = append(errs, fmt.Errorf("-pods %d -rounds %d -job-rounds %d -qps %v -burst %d: want positive values (rounds may be 0)", o.pods, o.rounds, o.jobRounds, o.qps, o.burst))
 	case o.gangs < 0 || (o.gangs > 0 && (o.gangNodes < 1 || o.gangNodes > o.nodes || o.gangPods < 1 || o.gangCPUs < 1 || o.gangCPUs > o.cpusNUMA)):
 		errs = append(errs, fmt.Errorf("-gangs %d -gang-nodes %d -gang-pods %d -gang-cpus %d: want gang nodes within -nodes and gang CPUs within one NUMA node",
 			o.gangs, o.gangNodes, o.gangPods, o.gangCPUs))

@@ -19,10 +19,11 @@ func percentile(sorted []float64, p float64) float64 {
 	return sorted[min(max(rank, 1), len(sorted))-1]
 }
 
-// meanRate is the mean of a scheduler's rounds' rates (all pods and steady part).
-func meanRate(rounds []*roundResult, scheduler string) (rate, steady float64, n int) {
+// meanRate is the mean of a scheduler's complete rounds' rates of one kind (all pods and the
+// steady part).
+func meanRate(rounds []*roundResult, kind, scheduler string) (rate, steady float64, n int) {
 	for _, r := range rounds {
-		if r.Scheduler == scheduler && r.Bound == r.Pods {
+		if r.Kind == kind && r.Scheduler == scheduler && r.Bound == r.Pods {
 			rate += r.Rate
 			steady += r.Steady
 			n++
@@ -58,17 +59,23 @@ func table(res *results) string {
 	fmt.Fprintf(&b, "%d kwok nodes (%d NUMA nodes × %d CPUs), Ready %.0f s after creation; both schedulers at %g API requests/s, burst %d\n\n",
 		res.Nodes, res.NUMAPerNode, res.CPUsPerNUMA, res.NodesReady, res.QPS, res.Burst)
 	if len(res.Rounds) > 0 {
-		b.WriteString("| round | scheduler | pods bound | first bind | last bind | pods/s (start to last) | pods/s (10–90 %) |\n|--:|---|--:|--:|--:|--:|--:|\n")
+		b.WriteString("| kind | round | scheduler | pods bound | first bind | last bind | pods/s (start to last) | pods/s (10–90 %) |\n|---|--:|---|--:|--:|--:|--:|--:|\n")
 		for _, r := range res.Rounds {
-			fmt.Fprintf(&b, "| %d | %s | %d / %d | %.2f s | %.2f s | %.0f | %.0f |\n", r.Round, r.Scheduler, r.Bound, r.Pods, r.FirstBind, r.LastBind, r.Rate, r.Steady)
+			fmt.Fprintf(&b, "| %s | %d | %s | %d / %d | %.2f s | %.2f s | %.0f | %.0f |\n", r.Kind, r.Round, r.Scheduler, r.Bound, r.Pods, r.FirstBind, r.LastBind, r.Rate, r.Steady)
 		}
-		pr, ps, pn := meanRate(res.Rounds, "placer")
-		kr, ks, kn := meanRate(res.Rounds, "kube-scheduler")
-		fmt.Fprintf(&b, "\nmean over complete rounds: placer %.0f pods/s (10–90 %%: %.0f, %d rounds), kube-scheduler %.0f pods/s (10–90 %%: %.0f, %d rounds): placer / kube-scheduler = %.2f× (10–90 %%: %.2f×)\n",
-			pr, ps, pn, kr, ks, kn, pr/kr, ps/ks)
+		b.WriteString("\npods: pending pods, made before the scheduler starts, bound. job: a job of one-CPU workers submitted (an HPCJob for the placer, the pods made by the benchmark for kube-scheduler) until every worker is bound.\n")
+		for _, kind := range []string{kindPods, kindJob} {
+			pr, ps, pn := meanRate(res.Rounds, kind, "placer")
+			kr, ks, kn := meanRate(res.Rounds, kind, "kube-scheduler")
+			if pn+kn == 0 {
+				continue
+			}
+			fmt.Fprintf(&b, "%s rounds, mean over complete ones: placer %.0f pods/s (10–90 %%: %.0f, %d rounds), kube-scheduler %.0f pods/s (10–90 %%: %.0f, %d rounds): placer / kube-scheduler = %.2f× (10–90 %%: %.2f×)\n",
+				kind, pr, ps, pn, kr, ks, kn, pr/kr, ps/ks)
+		}
 		for _, r := range res.Rounds {
 			if r.Scheduler == "placer" && r.Annotated != r.Bound {
-				fmt.Fprintf(&b, "placer round %d: %d of %d bound pods lack the NUMA node annotation\n", r.Round, r.Bound-r.Annotated, r.Bound)
+				fmt.Fprintf(&b, "placer %s round %d: %d of %d bound pods lack the NUMA node annotation\n", r.Kind, r.Round, r.Bound-r.Annotated, r.Bound)
 			}
 		}
 	}

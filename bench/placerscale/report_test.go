@@ -22,14 +22,17 @@ func TestPercentile(t *testing.T) {
 
 func TestTableComparesCompleteRoundsOnly(t *testing.T) {
 	res := &results{Nodes: 10, NUMAPerNode: 2, CPUsPerNUMA: 32, QPS: 500, Burst: 1000, Rounds: []*roundResult{
-		{Scheduler: "placer", Pods: 100, Bound: 100, Rate: 400, Steady: 500, Annotated: 99},
-		{Scheduler: "kube-scheduler", Pods: 100, Bound: 100, Rate: 200, Steady: 250},
-		{Scheduler: "kube-scheduler", Round: 1, Pods: 100, Bound: 50, Rate: 10, Steady: 10},
+		{Kind: kindPods, Scheduler: "placer", Pods: 100, Bound: 100, Rate: 400, Steady: 500, Annotated: 99},
+		{Kind: kindPods, Scheduler: "kube-scheduler", Pods: 100, Bound: 100, Rate: 200, Steady: 250},
+		{Kind: kindPods, Scheduler: "kube-scheduler", Round: 1, Pods: 100, Bound: 50, Rate: 10, Steady: 10},
+		{Kind: kindJob, Scheduler: "placer", Pods: 100, Bound: 100, Rate: 300, Steady: 300, Annotated: 100},
+		{Kind: kindJob, Scheduler: "kube-scheduler", Pods: 100, Bound: 100, Rate: 100, Steady: 150},
 	}, Gangs: &gangResult{Gangs: 2, PodsPerGang: 3, Wait: []float64{1, 2}, Spread: []float64{0.1, 0.2}}}
 	out := table(res)
 	for _, want := range []string{
-		"placer / kube-scheduler = 2.00× (10–90 %: 2.00×)",
-		"placer round 0: 1 of 100 bound pods lack the NUMA node annotation",
+		"pods rounds, mean over complete ones: placer 400 pods/s (10–90 %: 500, 1 rounds), kube-scheduler 200 pods/s (10–90 %: 250, 1 rounds): placer / kube-scheduler = 2.00× (10–90 %: 2.00×)",
+		"job rounds, mean over complete ones: placer 300 pods/s (10–90 %: 300, 1 rounds), kube-scheduler 100 pods/s (10–90 %: 150, 1 rounds): placer / kube-scheduler = 3.00× (10–90 %: 2.00×)",
+		"placer pods round 0: 1 of 100 bound pods lack the NUMA node annotation",
 		"p50 1.00 s, p99 2.00 s",
 	} {
 		if !strings.Contains(out, want) {

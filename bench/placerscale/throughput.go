@@ -20,6 +20,12 @@ import (
 	"github.com/finegrain-dev/finegrain/pkg/apis/finegrain/v1alpha1"
 )
 
+// Kinds of throughput round.
+const (
+	kindPods = "pods"
+	kindJob  = "job"
+)
+
 // roundLabel marks the pods of one throughput round or gang phase.
 const roundLabel = "finegrain.dev/bench-round"
 
@@ -90,6 +96,9 @@ func watchBinds(ctx context.Context, kube kubernetes.Interface, round, rv string
 
 // roundResult is one scheduler's throughput round.
 type roundResult struct {
+	// Kind is kindPods (pending pods bound) or kindJob (a job submitted until its workers are
+	// bound).
+	Kind      string `json:"kind"`
 	Scheduler string `json:"scheduler"`
 	Round     int    `json:"round"`
 	Pods      int    `json:"pods"`
@@ -159,6 +168,7 @@ func throughputRound(ctx context.Context, kube kubernetes.Interface, o *options,
 	<-profiled
 	p.stop()
 	res := summarize(name, round, o.pods, t0, b)
+	res.Kind = kindPods
 	if err == nil && placer {
 		res.Annotated, err = annotated(ctx, kube, tag)
 	}

@@ -149,22 +149,24 @@ func (c *Controller) bindAll(ctx context.Context, targets []*target, which func(
 
 // bindOne creates or annotates one pod and binds it. The placer writes the NUMA node
 // annotation on every pod it binds (and removes it from a shared one), so the node agent can
-// trust it. For a pod that exists, the binding carries the annotation: the API server merges a
-// binding's annotations into the pod as it sets the node, so the pod is annotated and bound in
-// one call and never seen bound without its NUMA node.
+// trust it. A pod the placer makes is created bound (its node in the spec, its NUMA node among
+// its annotations): one API write instead of a create and a binding. For a pod that exists, the
+// binding carries the annotation: the API server merges a binding's annotations into the pod as
+// it sets the node, so the pod is annotated and bound in one call and never seen bound without
+// its NUMA node.
 func (c *Controller) bindOne(ctx context.Context, t *target) error {
 	pods := c.kube.CoreV1().Pods(t.pod.Namespace)
 	p := t.pod
 	var annotations map[string]string
 	if t.create {
-		created, err := pods.Create(ctx, p, metav1.CreateOptions{})
-		if err != nil {
-			return fmt.Errorf("create pod %s/%s: %w", p.Namespace, p.Name, err)
+		if t.node != "" {
+			p = p.DeepCopy()
+			p.Spec.NodeName = t.node
 		}
-		p = created
-		if t.node == "" {
-			return nil
+		if _, err := pods.Create(ctx, p, metav1.CreateOptions{}); err != nil {
+			return fmt.Errorf("create pod %s/%s bound to node %q: %w", p.Namespace, p.Name, t.node, err)
 		}
+		return nil
 	} else if cur, has := p.Annotations[v1alpha1.AnnotationNUMANode]; t.numa >= 0 && cur != strconv.Itoa(t.numa) {
 		annotations = map[string]string{v1alpha1.AnnotationNUMANode: strconv.Itoa(t.numa)}
 	} else if t.numa < 0 && has {

@@ -145,21 +145,35 @@ func (h *harness) stop() {
 	<-h.done
 }
 
+// bind handles the pod writes that bind: the binding subresource and a pod created with its
+// node set. Either may be told to fail.
 func (h *harness) bind(a k8stesting.Action) (bool, runtime.Object, error) {
 	ca := a.(k8stesting.CreateAction)
-	if ca.GetSubresource() != "binding" {
+	var name string
+	switch o := ca.GetObject().(type) {
+	case *corev1.Binding:
+		name = o.Name
+	case *corev1.Pod:
+		if o.Spec.NodeName == "" {
+			return false, nil, nil
+		}
+		name = o.Name
+	default:
 		return false, nil, nil
 	}
-	b := ca.GetObject().(*corev1.Binding)
 	h.mu.Lock()
 	h.bindings++
-	fail := h.failBind[b.Name] > 0
+	fail := h.failBind[name] > 0
 	if fail {
-		h.failBind[b.Name]--
+		h.failBind[name]--
 	}
 	h.mu.Unlock()
 	if fail {
 		return true, nil, apierrors.NewInternalError(errors.New("injected binding failure"))
+	}
+	b, ok := ca.GetObject().(*corev1.Binding)
+	if !ok {
+		return false, nil, nil
 	}
 	obj, err := h.kube.Tracker().Get(podsGVR, b.Namespace, b.Name)
 	if err != nil {

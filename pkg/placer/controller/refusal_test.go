@@ -84,14 +84,24 @@ func TestRefusedWorkerReplansTheJob(t *testing.T) {
 	h.never("a stale refusal replanned the job", 300*time.Millisecond, func() bool { return h.rec.find("PinRefused") })
 
 	h.refuse("hpc", "j-worker-0", worker.UID)
+	// The job may be placed again at once, so the condition is looked for among the status
+	// writes rather than in the job's current status.
+	var msg string
 	h.eventually("PinRefused condition", func() bool {
-		c := meta.FindStatusCondition(h.job("hpc", "j").Status.Conditions, ConditionScheduled)
-		return c != nil && c.Reason == ReasonPinRefused
+		return h.patchedStatus(func(s map[string]any) bool {
+			conds, _ := s["conditions"].([]any)
+			for _, c := range conds {
+				if c, _ := c.(map[string]any); c["type"] == ConditionScheduled && c["reason"] == ReasonPinRefused {
+					msg, _ = c["message"].(string)
+					return true
+				}
+			}
+			return false
+		})
 	})
-	c := meta.FindStatusCondition(h.job("hpc", "j").Status.Conditions, ConditionScheduled)
 	for _, want := range []string{"the node agent on " + worker.Spec.NodeName + " refused to pin worker j-worker-0", "shrink the shared pool", "placed again (refusal 1)"} {
-		if !strings.Contains(c.Message, want) {
-			t.Errorf("condition message %q lacks %q", c.Message, want)
+		if !strings.Contains(msg, want) {
+			t.Errorf("condition message %q lacks %q", msg, want)
 		}
 	}
 	if !h.patchedStatus(func(s map[string]any) bool {
