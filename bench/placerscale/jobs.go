@@ -57,13 +57,7 @@ func jobRound(ctx context.Context, kube kubernetes.Interface, dyn dynamic.Interf
 
 	wctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
-	got := make(chan *binds, 1)
-	werr := make(chan error, 1)
-	go func() {
-		b, err := watchBinds(wctx, kube, tag, list.ResourceVersion, o.pods)
-		got <- b
-		werr <- err
-	}()
+	wait := startWatch(wctx, kube, tag, list.ResourceVersion, o.pods)
 	t0 := time.Now()
 	if placer {
 		err = submitJob(wctx, dyn, tag, o.pods)
@@ -75,12 +69,10 @@ func jobRound(ctx context.Context, kube kubernetes.Interface, dyn dynamic.Interf
 	}
 	if err != nil {
 		cancel()
-		<-got
-		<-werr
+		_, _ = wait()
 		return nil, fmt.Errorf("submit the job of round %s: %w", tag, err)
 	}
-	b := <-got
-	err = <-werr
+	b, err := wait()
 	p.stop()
 	res := summarize(name, round, o.pods, t0, b)
 	res.Kind = kindJob

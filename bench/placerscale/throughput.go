@@ -94,6 +94,23 @@ func watchBinds(ctx context.Context, kube kubernetes.Interface, round, rv string
 	return b, nil
 }
 
+// startWatch runs watchBinds in the background; wait returns its result.
+func startWatch(ctx context.Context, kube kubernetes.Interface, round, rv string, want int) (wait func() (*binds, error)) {
+	type result struct {
+		b   *binds
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		b, err := watchBinds(ctx, kube, round, rv, want)
+		done <- result{b, err}
+	}()
+	return func() (*binds, error) {
+		r := <-done
+		return r.b, r.err
+	}
+}
+
 // roundResult is one scheduler's throughput round.
 type roundResult struct {
 	// Kind is kindPods (pending pods bound) or kindJob (a job submitted until its workers are
@@ -137,13 +154,7 @@ func throughputRound(ctx context.Context, kube kubernetes.Interface, o *options,
 
 	wctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
-	got := make(chan *binds, 1)
-	werr := make(chan error, 1)
-	go func() {
-		b, err := watchBinds(wctx, kube, tag, list.ResourceVersion, o.pods)
-		got <- b
-		werr <- err
-	}()
+	wait := startWatch(wctx, kube, tag, list.ResourceVersion, o.pods)
 	t0 := time.Now()
 	var p *proc
 	if placer {
@@ -163,8 +174,7 @@ func throughputRound(ctx context.Context, kube kubernetes.Interface, o *options,
 	} else {
 		close(profiled)
 	}
-	b := <-got
-	err = <-werr
+	b, err := wait()
 	<-profiled
 	p.stop()
 	res := summarize(name, round, o.pods, t0, b)
