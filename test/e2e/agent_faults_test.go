@@ -129,6 +129,10 @@ func TestAgentContainerExitsEarly(t *testing.T) {
 	}
 }
 
+// kubeletReconcilePeriod is the kubelet's cpuManagerReconcilePeriod (its default; the local
+// cluster keeps it).
+const kubeletReconcilePeriod = 10 * time.Second
+
 // TestAgentRefusesStaticKubelet runs in the static pass: next to a kubelet that pins containers
 // itself the agent stays unready, says why on the node, and writes no cgroup — a cpuset set by
 // hand (which an acting agent repairs within a second) stays as it is. (A Guaranteed 1-CPU pod
@@ -138,7 +142,7 @@ func TestAgentRefusesStaticKubelet(t *testing.T) {
 	c := framework.Setup(t)
 	c.RequireCPUManagerPolicy(t, "static")
 	deployAgent(t, c, false)
-	t.Cleanup(func() { removeAgent(t, c) })
+	t.Cleanup(func() { removeFinegrain(t, c) })
 	framework.Eventually(t, "the agent to report the static policy on its node and in /readyz", 30*time.Second, func(ctx context.Context) error {
 		code, body, err := agentGet(ctx, "/readyz")
 		if err != nil {
@@ -163,6 +167,10 @@ func TestAgentRefusesStaticKubelet(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The kubelet's static policy writes a new container's cpuset once, at its first reconcile
+	// (every 10 s) after the container started, and never repairs it afterwards: write by hand
+	// after that, so that only the agent could change it back.
+	time.Sleep(kubeletReconcilePeriod + time.Second)
 	hand := onlineCPUs(t).List()
 	mine := cpuset.New(hand[len(hand)-1])
 	if err := os.WriteFile(filepath.Join(dir, "cpuset.cpus"), []byte(mine.String()), 0o644); err != nil {

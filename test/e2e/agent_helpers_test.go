@@ -72,24 +72,28 @@ func deployAgent(t *testing.T, c *framework.Cluster, ready bool) *corev1.Pod {
 	return pod
 }
 
-// removeAgent deletes the node agent's DaemonSet and waits until its pods are gone, so that
-// later tests of the pass get the node's CPUs back (a static-policy kubelet has one to give).
-func removeAgent(t *testing.T, c *framework.Cluster) {
+// removeFinegrain deletes what the local overlay runs — the node agent's DaemonSet and the
+// placer's Deployment — and waits until their pods are gone, so that later tests of the pass get
+// the node's CPUs back (a static-policy kubelet has one to give).
+func removeFinegrain(t *testing.T, c *framework.Cluster) {
 	t.Helper()
+	ctx := context.Background()
 	policy := metav1.DeletePropagationForeground
-	err := c.Client.AppsV1().DaemonSets(framework.SystemNamespace).Delete(context.Background(), "finegrain-nodeagent",
-		metav1.DeleteOptions{PropagationPolicy: &policy})
-	if err != nil && !apierrors.IsNotFound(err) {
+	del := metav1.DeleteOptions{PropagationPolicy: &policy}
+	apps := c.Client.AppsV1()
+	if err := apps.DaemonSets(framework.SystemNamespace).Delete(ctx, "finegrain-nodeagent", del); err != nil && !apierrors.IsNotFound(err) {
 		t.Errorf("remove the node agent: %v", err)
-		return
 	}
-	framework.Eventually(t, "the node agent's pods to go", framework.PodDeleteTimeout, func(ctx context.Context) error {
-		pods, err := c.Client.CoreV1().Pods(framework.SystemNamespace).List(ctx, metav1.ListOptions{LabelSelector: agentSelector})
+	if err := apps.Deployments(framework.SystemNamespace).Delete(ctx, "finegrain-placer", del); err != nil && !apierrors.IsNotFound(err) {
+		t.Errorf("remove the placer: %v", err)
+	}
+	framework.Eventually(t, "the pods of namespace "+framework.SystemNamespace+" to go", framework.PodDeleteTimeout, func(ctx context.Context) error {
+		pods, err := c.Client.CoreV1().Pods(framework.SystemNamespace).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return err
 		}
 		if n := len(pods.Items); n > 0 {
-			return fmt.Errorf("%d agent pods left", n)
+			return fmt.Errorf("%d pods left, e.g. %s", n, pods.Items[0].Name)
 		}
 		return nil
 	})
