@@ -19,6 +19,9 @@ if [ ! -x "$KWOK_DIR/kwok" ]; then
   GOBIN="$KWOK_DIR" go install "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION"
 fi
 cd "$FG_ROOT"
+# The APIs the benchmark writes: the free-core maps of its fake nodes and the job rounds' HPCJobs.
+"$(cluster_setting KUBE_BIN)/kubectl" --kubeconfig "$ADMIN_KUBECONFIG" apply \
+  -f daemonset/crds/noderesourcetopology.yaml -f daemonset/placer/crd-hpcjob.yaml
 mkdir -p bin
 CGO_ENABLED=0 go build -trimpath -o bin/placer ./cmd/placer
 go build -o bin/placerscale ./bench/placerscale
