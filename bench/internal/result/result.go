@@ -65,6 +65,8 @@ type DGEMMStats struct {
 	Reps int `json:"reps"`
 	// Check is the worst verification error as a fraction of its bound; ≤ 1 passed.
 	Check float64 `json:"check"`
+	// Backend is the BLAS library the process multiplied with (its binary's build).
+	Backend string `json:"backend,omitempty"`
 }
 
 // STREAMStats describes the passes one process timed.

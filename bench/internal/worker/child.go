@@ -131,7 +131,7 @@ func (b dgemmBench) run(p *result.Process) error {
 		return err
 	}
 	p.Rate, p.BestRate, p.Seconds = r.GFLOPS, r.BestGFLOPS, r.Seconds
-	p.DGEMM = &result.DGEMMStats{N: r.N, Reps: r.Reps, Check: r.Check}
+	p.DGEMM = &result.DGEMMStats{N: r.N, Reps: r.Reps, Check: r.Check, Backend: dgemm.BackendName()}
 	return nil
 }
 

@@ -7,9 +7,10 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"slices"
 	"strconv"
+	"strings"
 
-	"github.com/finegrain-dev/finegrain/bench/internal/dgemm"
 	"github.com/finegrain-dev/finegrain/bench/internal/ep"
 	"github.com/finegrain-dev/finegrain/bench/internal/result"
 )
@@ -75,9 +76,23 @@ func RunEP(ctx context.Context, path string, o Options, pl Placement, stderr io.
 		ps = append(ps, p)
 	}
 	if o.Mode == ModeDGEMM {
-		return result.Aggregate(result.BenchDGEMM, dgemm.BackendName(), result.UnitGFLOPS, ps)
+		// The ranks' binary may be another build than this one (bench/pinning runs the OpenBLAS
+		// fgworker): the backend is what the ranks report.
+		return result.Aggregate(result.BenchDGEMM, ranksBackend(ps), result.UnitGFLOPS, ps)
 	}
 	return result.Aggregate(result.BenchSTREAM, "", result.UnitGBs, ps)
+}
+
+// ranksBackend is the BLAS backend the DGEMM ranks report, all of them alike, or a list when
+// they differ.
+func ranksBackend(ps []result.Process) string {
+	var names []string
+	for _, p := range ps {
+		if p.DGEMM != nil && !slices.Contains(names, p.DGEMM.Backend) {
+			names = append(names, p.DGEMM.Backend)
+		}
+	}
+	return strings.Join(names, " / ")
 }
 
 // Main runs fgworker as told: one rank, the noise, or an EP run whose result it prints.
