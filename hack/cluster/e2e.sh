@@ -67,6 +67,13 @@ for pass in "${passes[@]}"; do
   cluster_up || started=1
   pass_start=$SECONDS
   KUBELET_CPU_POLICY="$policy" CONTAINERD="$containerd" "$FG_ROOT/hack/cluster/up.sh"
+  # A cluster left up by make demo still runs the demo's pinned pods, which would hold the CPUs
+  # the tests pin.
+  kubectl_admin="$(cluster_setting KUBE_BIN)/kubectl --kubeconfig $ADMIN_KUBECONFIG"
+  if $kubectl_admin get namespace finegrain-demo >/dev/null 2>&1; then
+    log "removing the demo's namespace finegrain-demo from the running cluster"
+    $kubectl_admin delete namespace finegrain-demo --wait --timeout=120s
+  fi
 
   log "e2e pass with cpu-manager-policy $policy on containerd $containerd"
   args=(-tags e2e -count=1 -v -timeout "${E2E_TIMEOUT:-20m}")
