@@ -39,12 +39,7 @@ func jobRound(ctx context.Context, kube kubernetes.Interface, dyn dynamic.Interf
 	if err != nil {
 		return nil, fmt.Errorf("list the pods of round %s: %w", tag, err)
 	}
-	var p *proc
-	if placer {
-		p, err = startPlacer(o)
-	} else {
-		p, err = startKubeScheduler(o)
-	}
+	p, err := startScheduler(o, placer)
 	if err != nil {
 		return nil, err
 	}

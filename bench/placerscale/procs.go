@@ -125,6 +125,14 @@ func startPlacer(o *options) (*proc, error) {
 	return start(o.outDir, "placer", o.placer, placerArgs(o)...)
 }
 
+// startScheduler starts the placer or kube-scheduler.
+func startScheduler(o *options, placer bool) (*proc, error) {
+	if placer {
+		return startPlacer(o)
+	}
+	return startKubeScheduler(o)
+}
+
 // stopAll stops every process, last started first.
 func stopAll(procs ...*proc) {
 	for i := len(procs) - 1; i >= 0; i-- {

@@ -156,12 +156,7 @@ func throughputRound(ctx context.Context, kube kubernetes.Interface, o *options,
 	defer cancel()
 	wait := startWatch(wctx, kube, tag, list.ResourceVersion, o.pods)
 	t0 := time.Now()
-	var p *proc
-	if placer {
-		p, err = startPlacer(o)
-	} else {
-		p, err = startKubeScheduler(o)
-	}
+	p, err := startScheduler(o, placer)
 	if err != nil {
 		return nil, err
 	}
