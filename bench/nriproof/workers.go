@@ -3,10 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
-	"os/exec"
 	"regexp"
 	"strings"
 	"time"
@@ -19,6 +17,7 @@ import (
 
 	"github.com/finegrain-dev/finegrain/bench/internal/agentbench"
 	fgresult "github.com/finegrain-dev/finegrain/bench/internal/result"
+	"github.com/finegrain-dev/finegrain/internal/observe"
 )
 
 // tolerateAnnotation lets a pod start while the NRI plugin is absent (daemonset/nri/); the
@@ -140,35 +139,12 @@ func (w workers) one(ctx context.Context, m mode, i int) (sample, error) {
 	}
 	s.PinnedAtInit = sameSet(s.AffinityAtInit, s.Pin)
 	if w.ctr != "" && s.ContainerID != "" {
-		if s.SpecCPUs, err = specCPUs(ctx, w.ctr, w.containerd, s.ContainerID); err != nil {
+		if s.SpecCPUs, err = observe.SpecCPUs(ctx, w.ctr, w.containerd, s.ContainerID); err != nil {
 			return s, err
 		}
 		s.SpecRead, s.SpecPinned = true, sameSet(s.SpecCPUs, s.Pin)
 	}
 	return s, nil
-}
-
-// specCPUs reads the cpuset of a container's runtime spec from containerd.
-func specCPUs(ctx context.Context, ctr, address, id string) (string, error) {
-	out, err := exec.CommandContext(ctx, ctr, "--address", address, "--namespace", "k8s.io", "containers", "info", id).Output()
-	if err != nil {
-		return "", fmt.Errorf("%s containers info %s: %w", ctr, id, err)
-	}
-	var info struct {
-		Spec struct {
-			Linux struct {
-				Resources struct {
-					CPU struct {
-						Cpus string `json:"cpus"`
-					} `json:"cpu"`
-				} `json:"resources"`
-			} `json:"linux"`
-		} `json:"Spec"`
-	}
-	if err := json.Unmarshal(out, &info); err != nil {
-		return "", fmt.Errorf("%s containers info %s: %w", ctr, id, err)
-	}
-	return info.Spec.Linux.Resources.CPU.Cpus, nil
 }
 
 // readRun takes the affinities from fgworker's JSON output.

@@ -73,15 +73,7 @@ func TestAgentCRIAfterContainerdRestart(t *testing.T) {
 // inotify there) and returns what cluster.env says about it, for the NRI cases' helpers.
 func requireContainerd16(t *testing.T, c *framework.Cluster) nriEnv {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join(c.Dir, "cluster.env"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	env, err := framework.ParseEnv(string(data))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if env["CONTAINERD"] == "2" {
+	if c.Env["CONTAINERD"] == "2" {
 		t.Skip("containerd 2 pins new containers through NRI at creation; TestNRIContainerdRestart covers its restart")
 	}
 	// up.sh starts Debian's containerd 1.6 from PATH.
@@ -89,10 +81,7 @@ func requireContainerd16(t *testing.T, c *framework.Cluster) nriEnv {
 	if err != nil {
 		t.Fatalf("the cluster runs Debian's containerd, which is not on PATH: %v", err)
 	}
-	e := nriEnv{bin: filepath.Dir(path), sock: env["CONTAINERD_SOCK"], logDir: env["LOG_DIR"],
-		config: filepath.Join(c.Dir, "containerd.toml"), pids: filepath.Join(filepath.Dir(env["CONTAINERD_SOCK"]), "..", "pids")}
-	e.ctr = filepath.Join(e.bin, "ctr")
-	return e
+	return containerdEnv(c, filepath.Dir(path))
 }
 
 // agentSamples reads several samples of the agent's /metrics.

@@ -18,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/cpuset"
 
+	"github.com/finegrain-dev/finegrain/internal/observe"
 	"github.com/finegrain-dev/finegrain/test/e2e/framework"
 )
 
@@ -125,7 +126,7 @@ func TestAgentContainerExitsEarly(t *testing.T) {
 	}
 	if p.Status.ContainerStatuses[0].RestartCount != restarts || !podReady(p) {
 		t.Errorf("agent pod is %s with %d restarts (had %d): it must survive vanishing containers",
-			framework.PodSummary(p), p.Status.ContainerStatuses[0].RestartCount, restarts)
+			observe.PodSummary(p), p.Status.ContainerStatuses[0].RestartCount, restarts)
 	}
 }
 

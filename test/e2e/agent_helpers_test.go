@@ -26,6 +26,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/cpuset"
 
+	"github.com/finegrain-dev/finegrain/internal/observe"
 	"github.com/finegrain-dev/finegrain/pkg/cgroup"
 	"github.com/finegrain-dev/finegrain/pkg/inspect"
 	"github.com/finegrain-dev/finegrain/test/e2e/framework"
@@ -61,7 +62,7 @@ func deployAgent(t *testing.T, c *framework.Cluster, ready bool) *corev1.Pod {
 			return err
 		}
 		if ok, _ := framework.Running(p); !ok {
-			return fmt.Errorf("agent pod is %s", framework.PodSummary(p))
+			return fmt.Errorf("agent pod is %s", observe.PodSummary(p))
 		}
 		if ready && !podReady(p) {
 			return fmt.Errorf("agent pod %s is not ready", p.Name)
@@ -255,7 +256,7 @@ func killAgent(t *testing.T, c *framework.Cluster) {
 			return err
 		}
 		if p.Status.ContainerStatuses[0].RestartCount <= restarts || !podReady(p) {
-			return fmt.Errorf("agent pod is %s, restarts %d", framework.PodSummary(p), p.Status.ContainerStatuses[0].RestartCount)
+			return fmt.Errorf("agent pod is %s, restarts %d", observe.PodSummary(p), p.Status.ContainerStatuses[0].RestartCount)
 		}
 		return nil
 	})

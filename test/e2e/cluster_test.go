@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/finegrain-dev/finegrain/internal/observe"
 	"github.com/finegrain-dev/finegrain/test/e2e/framework"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -156,7 +157,7 @@ func TestPodAskingForPodNetworkNeverGetsOne(t *testing.T) {
 		t.Fatal(err)
 	}
 	if got.Status.Phase != corev1.PodPending || got.Status.PodIP != "" {
-		t.Errorf("pod is %s with IP %q; it must never run on a pod network", framework.PodSummary(got), got.Status.PodIP)
+		t.Errorf("pod is %s with IP %q; it must never run on a pod network", observe.PodSummary(got), got.Status.PodIP)
 	}
 	// The failed sandbox must not wedge the pod: it can still be deleted.
 	c.DeletePod(t, ns, created.Name)

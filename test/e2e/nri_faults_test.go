@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/cpuset"
 
+	"github.com/finegrain-dev/finegrain/internal/observe"
 	"github.com/finegrain-dev/finegrain/test/e2e/framework"
 )
 
@@ -70,7 +71,7 @@ func TestNRIFailClosedWithoutPlugin(t *testing.T) {
 	c.CreatePod(t, ns, tolerant)
 	c.WaitForPod(t, ns, "tolerant", "running", framework.PodStartTimeout, framework.Running)
 	if pod, err := c.Client.CoreV1().Pods(ns).Get(ctx, "worker", metav1.GetOptions{}); err != nil || pod.Status.Phase != corev1.PodPending {
-		t.Fatalf("the worker without the plugin: %v %v", framework.PodSummary(pod), err)
+		t.Fatalf("the worker without the plugin: %v %v", observe.PodSummary(pod), err)
 	}
 
 	restore()

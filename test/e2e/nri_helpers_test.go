@@ -27,6 +27,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/cpuset"
 
+	"github.com/finegrain-dev/finegrain/internal/observe"
 	"github.com/finegrain-dev/finegrain/test/e2e/framework"
 )
 
@@ -48,25 +49,22 @@ type nriEnv struct {
 // until it pins through NRI.
 func requireNRI(t *testing.T, c *framework.Cluster) nriEnv {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join(c.Dir, "cluster.env"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	env, err := framework.ParseEnv(string(data))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if env["CONTAINERD"] != "2" || env["NRI_SOCK"] == "" {
+	if c.Env["CONTAINERD"] != "2" || c.Env["NRI_SOCK"] == "" {
 		t.Skip("needs containerd 2 with NRI: bring the cluster up with CONTAINERD=2 make cluster-up (make e2e runs an NRI pass)")
 	}
 	c.RequireCPUManagerPolicy(t, "none")
-	e := nriEnv{failClosed: env["NRI_FAIL_CLOSED"] == "1", bin: env["CONTAINERD_BIN"], sock: env["CONTAINERD_SOCK"],
-		logDir: env["LOG_DIR"], config: filepath.Join(c.Dir, "containerd.toml"),
-		pids: filepath.Join(filepath.Dir(env["CONTAINERD_SOCK"]), "..", "pids")}
-	e.ctr = filepath.Join(e.bin, "ctr")
+	e := containerdEnv(c, c.Env["CONTAINERD_BIN"])
+	e.failClosed = c.Env["NRI_FAIL_CLOSED"] == "1"
 	deployAgent(t, c, true)
 	waitNRIConnected(t)
 	return e
+}
+
+// containerdEnv is what cluster.env says about the cluster's containerd, whose binaries are in bin.
+func containerdEnv(c *framework.Cluster, bin string) nriEnv {
+	sock := c.Env["CONTAINERD_SOCK"]
+	return nriEnv{bin: bin, ctr: filepath.Join(bin, "ctr"), sock: sock, logDir: c.Env["LOG_DIR"],
+		config: filepath.Join(c.Dir, "containerd.toml"), pids: filepath.Join(filepath.Dir(sock), "..", "pids")}
 }
 
 // waitNRIConnected waits until the agent reports the nri path first and its plugin connected.
@@ -161,7 +159,7 @@ func checkRanPinned(t *testing.T, c *framework.Cluster, ns, name string, timeout
 	t.Helper()
 	pod := c.WaitForPod(t, ns, name, "succeeded", timeout, framework.Completed)
 	if pod.Status.Phase != corev1.PodSucceeded {
-		t.Fatalf("worker %s: %s", name, framework.PodSummary(pod))
+		t.Fatalf("worker %s: %s", name, observe.PodSummary(pod))
 	}
 	ctx := context.Background()
 	out, err := c.PodLogs(ctx, ns, name, "worker")
@@ -206,28 +204,9 @@ func eventWith(t *testing.T, c *framework.Cluster, ns, pod string, timeout time.
 	return found
 }
 
-// specCPUs returns the cpuset containerd holds in a container's runtime spec: what the NRI
-// adjustment and updates made it (cgroup writes by the agent do not change it).
+// specCPUs returns the cpuset containerd holds in a container's runtime spec.
 func (e nriEnv) specCPUs(ctx context.Context, id string) (string, error) {
-	out, err := exec.CommandContext(ctx, e.ctr, "--address", e.sock, "--namespace", "k8s.io", "containers", "info", id).Output()
-	if err != nil {
-		return "", fmt.Errorf("ctr containers info %s: %w", id, err)
-	}
-	var info struct {
-		Spec struct {
-			Linux struct {
-				Resources struct {
-					CPU struct {
-						Cpus string `json:"cpus"`
-					} `json:"cpu"`
-				} `json:"resources"`
-			} `json:"linux"`
-		} `json:"Spec"`
-	}
-	if err := json.Unmarshal(out, &info); err != nil {
-		return "", fmt.Errorf("ctr containers info %s: %w", id, err)
-	}
-	return info.Spec.Linux.Resources.CPU.Cpus, nil
+	return observe.SpecCPUs(ctx, e.ctr, e.sock, id)
 }
 
 // daemonPID returns the PID of one of the cluster's daemons from its PID file.
@@ -357,7 +336,7 @@ func waitAgentArgs(t *testing.T, c *framework.Cluster, args []string) {
 			return err
 		}
 		if !slices.Equal(p.Spec.Containers[0].Args, args) || !podReady(p) {
-			return fmt.Errorf("agent pod %s is %s", p.Name, framework.PodSummary(p))
+			return fmt.Errorf("agent pod %s is %s", p.Name, observe.PodSummary(p))
 		}
 		return nil
 	})

@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/finegrain-dev/finegrain/internal/observe"
 	"github.com/finegrain-dev/finegrain/test/e2e/framework"
 )
 
@@ -103,7 +104,7 @@ func TestNRITooLargeRefused(t *testing.T) {
 	}
 	for _, s := range pod.Status.ContainerStatuses {
 		if s.State.Running != nil || s.State.Terminated != nil || s.ContainerID != "" {
-			t.Errorf("the too-large container was created: %s", framework.PodSummary(pod))
+			t.Errorf("the too-large container was created: %s", observe.PodSummary(pod))
 		}
 	}
 	if after, _ := agentMetric(ctx, `finegrain_nodeagent_nri_refusals_total{reason="too-large"}`); after <= before {

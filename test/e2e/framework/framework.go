@@ -59,6 +59,8 @@ type Cluster struct {
 	CPUManagerPolicy, ReservedCPUs string
 	// RepoRoot is the root of the finegrain checkout the tests run from.
 	RepoRoot string
+	// Env is everything up.sh recorded in cluster.env (CONTAINERD, CONTAINERD_SOCK, NRI_SOCK, ...).
+	Env map[string]string
 }
 
 var (
@@ -102,6 +104,7 @@ func connect() (*Cluster, error) {
 		KubeletURL:       env["KUBELET_URL"],
 		CPUManagerPolicy: env["KUBELET_CPU_POLICY"],
 		ReservedCPUs:     env["KUBELET_RESERVED_CPUS"],
+		Env:              env,
 	}
 	for key, val := range map[string]string{"NODE_NAME": c.NodeName, "LOG_DIR": c.LogDir, "KUBECONFIG": c.Kubeconfig, "KUBECTL": c.KubectlPath, "KUBELET_ROOT": c.KubeletRoot, "KUBELET_URL": c.KubeletURL, "KUBELET_CPU_POLICY": c.CPUManagerPolicy} {
 		if val == "" {

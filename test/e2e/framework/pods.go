@@ -11,6 +11,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+
+	"github.com/finegrain-dev/finegrain/internal/observe"
 )
 
 // How long the common steps may take on the local cluster (they take about a second each; the
@@ -195,7 +197,7 @@ func (c *Cluster) WaitForPod(t testing.TB, ns, name, what string, timeout time.D
 			return nil
 		}
 		if !ok {
-			return fmt.Errorf("pod is %s", PodSummary(p))
+			return fmt.Errorf("pod is %s", observe.PodSummary(p))
 		}
 		return nil
 	})
@@ -227,27 +229,6 @@ func Running(p *corev1.Pod) (bool, error) {
 // Completed holds once the pod has succeeded or failed.
 func Completed(p *corev1.Pod) (bool, error) {
 	return p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed, nil
-}
-
-// PodSummary describes a pod's phase and container states on one line.
-func PodSummary(p *corev1.Pod) string {
-	parts := []string{"phase " + string(p.Status.Phase)}
-	for _, s := range p.Status.ContainerStatuses {
-		switch {
-		case s.State.Waiting != nil:
-			parts = append(parts, fmt.Sprintf("%s waiting (%s: %s)", s.Name, s.State.Waiting.Reason, s.State.Waiting.Message))
-		case s.State.Running != nil:
-			parts = append(parts, s.Name+" running")
-		case s.State.Terminated != nil:
-			parts = append(parts, fmt.Sprintf("%s terminated (exit %d, %s)", s.Name, s.State.Terminated.ExitCode, s.State.Terminated.Reason))
-		}
-	}
-	for _, cond := range p.Status.Conditions {
-		if cond.Status != corev1.ConditionTrue && cond.Message != "" {
-			parts = append(parts, fmt.Sprintf("%s: %s", cond.Type, cond.Message))
-		}
-	}
-	return strings.Join(parts, "; ")
 }
 
 // PodLogs returns a container's log through the API server (and so through the kubelet).

@@ -16,6 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/finegrain-dev/finegrain/internal/observe"
 )
 
 // pauseLabel is the node selector that keeps the agent's DaemonSet off every node while a
@@ -182,7 +184,7 @@ func (a *agentControl) waitReady(ctx context.Context) error {
 		if len(pods) != 1 || pods[0].DeletionTimestamp != nil {
 			return false, nil
 		}
-		last = summary(&pods[0])
+		last = observe.PodSummary(&pods[0])
 		for _, c := range pods[0].Status.Conditions {
 			if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
 				return true, nil

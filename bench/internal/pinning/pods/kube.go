@@ -5,13 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/finegrain-dev/finegrain/internal/observe"
 )
 
 // poll is how often pod states are read while waiting.
@@ -103,7 +104,7 @@ func (k *kube) wait(ctx context.Context, names []string, what string, timeout ti
 			}
 			ok, err := cond(p)
 			if err != nil {
-				return false, fmt.Errorf("pod %s/%s can no longer become %s: %w (%s)", k.ns, name, what, err, summary(p))
+				return false, fmt.Errorf("pod %s/%s can no longer become %s: %w (%s)", k.ns, name, what, err, observe.PodSummary(p))
 			}
 			if !ok {
 				return false, nil
@@ -120,7 +121,7 @@ func (k *kube) wait(ctx context.Context, names []string, what string, timeout ti
 			}
 		}
 		if p, gerr := k.client.CoreV1().Pods(k.ns).Get(context.WithoutCancel(ctx), late[0], metav1.GetOptions{}); gerr == nil {
-			return nil, fmt.Errorf("pods %v did not become %s within %v; %s is %s", late, what, timeout, late[0], summary(p))
+			return nil, fmt.Errorf("pods %v did not become %s within %v; %s is %s", late, what, timeout, late[0], observe.PodSummary(p))
 		}
 		return nil, fmt.Errorf("pods %v did not become %s within %v", late, what, timeout)
 	}
@@ -168,25 +169,4 @@ func until(ctx context.Context, timeout time.Duration, f func(context.Context) (
 		case <-time.After(poll):
 		}
 	}
-}
-
-// summary describes a pod's phase and container states on one line.
-func summary(p *corev1.Pod) string {
-	parts := []string{"phase " + string(p.Status.Phase)}
-	for _, s := range p.Status.ContainerStatuses {
-		switch {
-		case s.State.Waiting != nil:
-			parts = append(parts, fmt.Sprintf("%s waiting (%s: %s)", s.Name, s.State.Waiting.Reason, s.State.Waiting.Message))
-		case s.State.Running != nil:
-			parts = append(parts, s.Name+" running")
-		case s.State.Terminated != nil:
-			parts = append(parts, fmt.Sprintf("%s terminated (exit %d, %s)", s.Name, s.State.Terminated.ExitCode, s.State.Terminated.Reason))
-		}
-	}
-	for _, c := range p.Status.Conditions {
-		if c.Status != corev1.ConditionTrue && c.Message != "" {
-			parts = append(parts, fmt.Sprintf("%s: %s", c.Type, c.Message))
-		}
-	}
-	return strings.Join(parts, "; ")
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/finegrain-dev/finegrain/bench/internal/pinning"
 	"github.com/finegrain-dev/finegrain/bench/internal/result"
 	"github.com/finegrain-dev/finegrain/bench/internal/stream"
+	"github.com/finegrain-dev/finegrain/internal/observe"
 	"github.com/finegrain-dev/finegrain/pkg/agent/kubeletpolicy"
 	"github.com/finegrain-dev/finegrain/pkg/topology"
 )
@@ -234,7 +235,7 @@ func (r *runner) runOne(ctx context.Context, scenario, benchmark string, rep int
 			return s, err
 		}
 		if p := done[name]; p.Status.Phase != corev1.PodSucceeded {
-			return s, fmt.Errorf("worker pod %s/%s %s; its log ends: %s", r.kube.ns, name, summary(p), tail(log))
+			return s, fmt.Errorf("worker pod %s/%s %s; its log ends: %s", r.kube.ns, name, observe.PodSummary(p), tail(log))
 		}
 		run, err := parseRunLog(log)
 		if err != nil {
