@@ -131,10 +131,14 @@ func preflight(ctx context.Context, kube kubernetes.Interface, dyn dynamic.Inter
 	if nserr != nil && !apierrors.IsNotFound(nserr) {
 		return fmt.Errorf("look up namespace %s: %w", namespace, nserr)
 	}
-	if len(nodes.Items) == 0 && nserr != nil {
+	leases, err := fakeLeases(ctx, kube)
+	if err != nil {
+		return err
+	}
+	if len(nodes.Items) == 0 && nserr != nil && len(leases) == 0 {
 		return nil
 	}
-	log.Info("removing what an earlier run left behind", "nodes", benchSelector, "namespace", namespace)
+	log.Info("removing what an earlier run left behind", "nodes", benchSelector, "namespace", namespace, "leases", len(leases))
 	if err := removeAll(kube, dyn); err != nil {
 		return err
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -37,7 +38,19 @@ const (
 var benchSelector = benchLabel + "=" + benchValue
 
 // nodeName is the name of fake node i.
-func nodeName(i int) string { return fmt.Sprintf("placerscale-%04d", i) }
+func nodeName(i int) string { return fmt.Sprintf("%s%04d", nodePrefix, i) }
+
+const nodePrefix = "placerscale-"
+
+// isFakeNode tells whether name is one that nodeName gives.
+func isFakeNode(name string) bool {
+	n, ok := strings.CutPrefix(name, nodePrefix)
+	if !ok || len(n) != 4 {
+		return false
+	}
+	_, err := strconv.Atoi(n)
+	return err == nil
+}
 
 // fakeNode is fake node i: numa NUMA nodes of cpus CPUs each, 4 GiB per CPU, 110 pods,
 // tainted for kwok, labelled for the benchmark (and for the gangs' pool when pool is set).
@@ -183,17 +196,18 @@ func addNodes(ctx context.Context, kube kubernetes.Interface, dyn dynamic.Interf
 	})
 }
 
-// removeAll deletes what the benchmark made — its namespace, fake nodes and their
-// NodeResourceTopology objects — and waits until the nodes are gone. It runs with its own
-// context, so an interrupted run still cleans up.
+// removeAll deletes what the benchmark made — its namespace, fake nodes, their
+// NodeResourceTopology objects and the Leases kwok renewed for them — and waits until the nodes
+// and Leases are gone. A Lease left to the garbage collector would still be there when the next
+// run makes a node of the same name, and kwok's renewals of it then fail for as long as the
+// collector takes, keeping that node NotReady. It runs with its own context, so an interrupted
+// run still cleans up.
 func removeAll(kube kubernetes.Interface, dyn dynamic.Interface) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	zero := int64(0)
-	del := metav1.DeleteOptions{GracePeriodSeconds: &zero}
 	var errs []error
-	if err := kube.CoreV1().Pods(namespace).DeleteCollection(ctx, del, metav1.ListOptions{}); err != nil && !apierrors.IsNotFound(err) {
-		errs = append(errs, fmt.Errorf("delete the benchmark's pods: %w", err))
+	if err := deleteSelected(ctx, kube, benchSelector, "the benchmark's pods"); err != nil {
+		errs = append(errs, err)
 	}
 	if err := kube.CoreV1().Namespaces().Delete(ctx, namespace, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 		errs = append(errs, fmt.Errorf("delete namespace %s: %w", namespace, err))
@@ -211,10 +225,54 @@ func removeAll(kube kubernetes.Interface, dyn dynamic.Interface) error {
 	if err != nil {
 		errs = append(errs, err)
 	}
+	if err := deleteLeases(ctx, kube); err != nil {
+		errs = append(errs, err)
+	}
 	if len(errs) > 0 {
 		return fmt.Errorf("clean up: %v", errs)
 	}
 	return nil
+}
+
+// fakeLeases lists the node Leases owned by fake nodes, by name (a Lease of a deleted node
+// still names it).
+func fakeLeases(ctx context.Context, kube kubernetes.Interface) ([]string, error) {
+	list, err := kube.CoordinationV1().Leases(corev1.NamespaceNodeLease).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("list the node Leases: %w", err)
+	}
+	var names []string
+	for _, l := range list.Items {
+		for _, o := range l.OwnerReferences {
+			if o.Kind == "Node" && o.Name == l.Name && isFakeNode(l.Name) {
+				names = append(names, l.Name)
+				break
+			}
+		}
+	}
+	return names, nil
+}
+
+// deleteLeases deletes the fake nodes' Leases and waits until they are gone.
+func deleteLeases(ctx context.Context, kube kubernetes.Interface) error {
+	names, err := fakeLeases(ctx, kube)
+	if err != nil {
+		return err
+	}
+	err = parallel(len(names), 32, func(i int) error {
+		err := kube.CoordinationV1().Leases(corev1.NamespaceNodeLease).Delete(ctx, names[i], metav1.DeleteOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("delete Lease %s/%s: %w", corev1.NamespaceNodeLease, names[i], err)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	return poll(ctx, 2*time.Minute, "the fake nodes' Leases gone", func() (bool, error) {
+		names, err := fakeLeases(ctx, kube)
+		return len(names) == 0, err
+	})
 }
 
 // poll calls done every 200 ms until it reports true, fails, or limit passes.

@@ -142,9 +142,9 @@ func gangPhase(ctx context.Context, kube kubernetes.Interface, o *options, log *
 			go func() {
 				defer holds.Done()
 				time.Sleep(o.gangHold)
-				zero := int64(0)
-				_ = kube.CoreV1().Pods(namespace).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &zero},
-					metav1.ListOptions{LabelSelector: v1alpha1.LabelPodGroup + "=" + g})
+				if err := deleteSelected(ctx, kube, v1alpha1.LabelPodGroup+"="+g, "gang "+g); err != nil {
+					log.Warn("bound gang not deleted", "gang", g, "err", err)
+				}
 			}()
 		case <-pctx.Done():
 			err = fmt.Errorf("%d of %d gangs placed within %v", done, o.gangs, o.timeout)

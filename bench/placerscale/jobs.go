@@ -70,6 +70,7 @@ func jobRound(ctx context.Context, kube kubernetes.Interface, dyn dynamic.Interf
 	b, err := wait()
 	p.stop()
 	res := summarize(name, round, o.pods, t0, b)
+	res.CPU = p.cpu().Seconds()
 	res.Kind = kindJob
 	if err == nil && placer {
 		res.Annotated, err = annotated(ctx, kube, tag)

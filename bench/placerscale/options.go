@@ -17,6 +17,8 @@ type options struct {
 	placerFlags                  []string
 	outDir                       string
 	nodes, numaPerNode, cpusNUMA int
+	// kwokPods has kwok run the bound pods (a status write each) as well as the nodes.
+	kwokPods bool
 	// pods is how many pods one throughput round binds; rounds how many rounds each scheduler
 	// runs (in the order placer, kube-scheduler, kube-scheduler, placer, ...).
 	pods, rounds int
@@ -50,6 +52,7 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&o.nodes, "nodes", 1000, "kwok nodes to add")
 	fs.IntVar(&o.numaPerNode, "numa", 2, "NUMA nodes per kwok node")
 	fs.IntVar(&o.cpusNUMA, "cpus-per-numa", 32, "CPUs per NUMA node")
+	fs.BoolVar(&o.kwokPods, "kwok-pods", true, "kwok runs the bound pods too (each becomes Running, a status write per pod, as a kubelet's); false: kwok only keeps the nodes Ready")
 	fs.IntVar(&o.pods, "pods", 3000, "pods per throughput round")
 	fs.IntVar(&o.rounds, "rounds", 2, "throughput rounds per scheduler, alternating (0: skip)")
 	fs.IntVar(&o.jobRounds, "job-rounds", 2, "job rounds per scheduler: a job of -pods one-CPU workers submitted until all are bound (an HPCJob for the placer, pods made by the benchmark for kube-scheduler; 0: skip)")

@@ -60,6 +60,19 @@ func (p *proc) exited() error {
 	}
 }
 
+// cpu is the CPU time, user and system, the process used; zero until it has exited.
+func (p *proc) cpu() time.Duration {
+	select {
+	case <-p.done:
+	default:
+		return 0
+	}
+	if st := p.cmd.ProcessState; st != nil {
+		return st.UserTime() + st.SystemTime()
+	}
+	return 0
+}
+
 // stop ends the process: SIGTERM, then SIGKILL to its process group after 10 s.
 func (p *proc) stop() {
 	if p == nil {
@@ -80,7 +93,11 @@ func (p *proc) stop() {
 	}
 }
 
-// startKwok runs kwok managing the fake nodes (those annotated kwokKey=kwokValue) and their pods.
+// startKwok runs kwok managing the fake nodes (those annotated kwokKey=kwokValue): it makes them
+// Ready and renews their Leases as kubelets would. With o.kwokPods it also plays the kubelet's
+// part for their pods (a bound pod becomes Running: a status write per pod); without, a bound pod
+// stays as its scheduler left it, as in the Kubernetes scheduler's own throughput benchmark, and
+// kwok only finishes the deletion of pods deleted with a grace period.
 func startKwok(o *options) (*proc, error) {
 	cfg := filepath.Join(o.outDir, "kwok.yaml")
 	// Pod IPs come from a /12 so that thousands of pods never run the pool dry; nothing dials them.
@@ -88,6 +105,13 @@ func startKwok(o *options) (*proc, error) {
 		"  manageNodesWithAnnotationSelector: " + kwokKey + "=" + kwokValue + "\n" +
 		"  cidr: 10.224.0.0/12\n" +
 		"  nodeLeaseDurationSeconds: 40\n"
+	if !o.kwokPods {
+		// A pod Stage of our own replaces kwok's default pod stages (ready, complete, delete).
+		conf += "---\napiVersion: kwok.x-k8s.io/v1alpha1\nkind: Stage\nmetadata:\n  name: placerscale-pod-deleted\n" +
+			"spec:\n  resourceRef:\n    apiGroup: v1\n    kind: Pod\n" +
+			"  selector:\n    matchExpressions:\n    - key: .metadata.deletionTimestamp\n      operator: Exists\n" +
+			"  next:\n    finalizers:\n      empty: true\n    delete: true\n"
+	}
 	if err := os.WriteFile(cfg, []byte(conf), 0o644); err != nil {
 		return nil, fmt.Errorf("write kwok's configuration: %w", err)
 	}

@@ -19,20 +19,28 @@ func percentile(sorted []float64, p float64) float64 {
 	return sorted[min(max(rank, 1), len(sorted))-1]
 }
 
-// meanRate is the mean of a scheduler's complete rounds' rates of one kind (all pods and the
-// steady part).
-func meanRate(rounds []*roundResult, kind, scheduler string) (rate, steady float64, n int) {
+// mean is the mean over a scheduler's complete rounds of one kind: pods per second, all pods
+// and the steady part, and the scheduler's CPU milliseconds per bound pod.
+type mean struct {
+	rate, steady, cpuPerPod float64
+	rounds                  int
+}
+
+func meanOf(rounds []*roundResult, kind, scheduler string) mean {
+	var m mean
 	for _, r := range rounds {
 		if r.Kind == kind && r.Scheduler == scheduler && r.Bound == r.Pods {
-			rate += r.Rate
-			steady += r.Steady
-			n++
+			m.rate += r.Rate
+			m.steady += r.Steady
+			m.cpuPerPod += r.cpuPerPod()
+			m.rounds++
 		}
 	}
-	if n == 0 {
-		return math.NaN(), math.NaN(), 0
+	if m.rounds == 0 {
+		return mean{rate: math.NaN(), steady: math.NaN(), cpuPerPod: math.NaN()}
 	}
-	return rate / float64(n), steady / float64(n), n
+	n := float64(m.rounds)
+	return mean{rate: m.rate / n, steady: m.steady / n, cpuPerPod: m.cpuPerPod / n, rounds: m.rounds}
 }
 
 // writeResults prints the results (a table, or JSON with -json) and saves them as JSON in the
@@ -59,19 +67,19 @@ func table(res *results) string {
 	fmt.Fprintf(&b, "%d kwok nodes (%d NUMA nodes × %d CPUs), Ready %.0f s after creation; both schedulers at %g API requests/s, burst %d\n\n",
 		res.Nodes, res.NUMAPerNode, res.CPUsPerNUMA, res.NodesReady, res.QPS, res.Burst)
 	if len(res.Rounds) > 0 {
-		b.WriteString("| kind | round | scheduler | pods bound | first bind | last bind | pods/s (start to last) | pods/s (10–90 %) |\n|---|--:|---|--:|--:|--:|--:|--:|\n")
+		b.WriteString("| kind | round | scheduler | pods bound | first bind | last bind | pods/s (start to last) | pods/s (10–90 %) | scheduler CPU | CPU per pod |\n|---|--:|---|--:|--:|--:|--:|--:|--:|--:|\n")
 		for _, r := range res.Rounds {
-			fmt.Fprintf(&b, "| %s | %d | %s | %d / %d | %.2f s | %.2f s | %.0f | %.0f |\n", r.Kind, r.Round, r.Scheduler, r.Bound, r.Pods, r.FirstBind, r.LastBind, r.Rate, r.Steady)
+			fmt.Fprintf(&b, "| %s | %d | %s | %d / %d | %.2f s | %.2f s | %.0f | %.0f | %.1f s | %.2f ms |\n",
+				r.Kind, r.Round, r.Scheduler, r.Bound, r.Pods, r.FirstBind, r.LastBind, r.Rate, r.Steady, r.CPU, r.cpuPerPod())
 		}
 		b.WriteString("\npods: pending pods, made before the scheduler starts, bound. job: a job of one-CPU workers submitted (an HPCJob for the placer, the pods made by the benchmark for kube-scheduler) until every worker is bound.\n")
 		for _, kind := range []string{kindPods, kindJob} {
-			pr, ps, pn := meanRate(res.Rounds, kind, "placer")
-			kr, ks, kn := meanRate(res.Rounds, kind, "kube-scheduler")
-			if pn+kn == 0 {
+			p, k := meanOf(res.Rounds, kind, "placer"), meanOf(res.Rounds, kind, "kube-scheduler")
+			if p.rounds+k.rounds == 0 {
 				continue
 			}
-			fmt.Fprintf(&b, "%s rounds, mean over complete ones: placer %.0f pods/s (10–90 %%: %.0f, %d rounds), kube-scheduler %.0f pods/s (10–90 %%: %.0f, %d rounds): placer / kube-scheduler = %.2f× (10–90 %%: %.2f×)\n",
-				kind, pr, ps, pn, kr, ks, kn, pr/kr, ps/ks)
+			fmt.Fprintf(&b, "%s rounds, mean over complete ones: placer %.0f pods/s (10–90 %%: %.0f, %d rounds), kube-scheduler %.0f pods/s (10–90 %%: %.0f, %d rounds): placer / kube-scheduler = %.2f× (10–90 %%: %.2f×); scheduler CPU per bound pod: placer %.2f ms, kube-scheduler %.2f ms (%.1f× less)\n",
+				kind, p.rate, p.steady, p.rounds, k.rate, k.steady, k.rounds, p.rate/k.rate, p.steady/k.steady, p.cpuPerPod, k.cpuPerPod, k.cpuPerPod/p.cpuPerPod)
 		}
 		for _, r := range res.Rounds {
 			if r.Scheduler == "placer" && r.Annotated != r.Bound {

@@ -22,21 +22,35 @@ func TestPercentile(t *testing.T) {
 
 func TestTableComparesCompleteRoundsOnly(t *testing.T) {
 	res := &results{Nodes: 10, NUMAPerNode: 2, CPUsPerNUMA: 32, QPS: 500, Burst: 1000, Rounds: []*roundResult{
-		{Kind: kindPods, Scheduler: "placer", Pods: 100, Bound: 100, Rate: 400, Steady: 500, Annotated: 99},
-		{Kind: kindPods, Scheduler: "kube-scheduler", Pods: 100, Bound: 100, Rate: 200, Steady: 250},
+		{Kind: kindPods, Scheduler: "placer", Pods: 100, Bound: 100, Rate: 400, Steady: 500, Annotated: 99, CPU: 0.1},
+		{Kind: kindPods, Scheduler: "kube-scheduler", Pods: 100, Bound: 100, Rate: 200, Steady: 250, CPU: 0.8},
 		{Kind: kindPods, Scheduler: "kube-scheduler", Round: 1, Pods: 100, Bound: 50, Rate: 10, Steady: 10},
-		{Kind: kindJob, Scheduler: "placer", Pods: 100, Bound: 100, Rate: 300, Steady: 300, Annotated: 100},
-		{Kind: kindJob, Scheduler: "kube-scheduler", Pods: 100, Bound: 100, Rate: 100, Steady: 150},
+		{Kind: kindJob, Scheduler: "placer", Pods: 100, Bound: 100, Rate: 300, Steady: 300, Annotated: 100, CPU: 0.2},
+		{Kind: kindJob, Scheduler: "kube-scheduler", Pods: 100, Bound: 100, Rate: 100, Steady: 150, CPU: 0.6},
 	}, Gangs: &gangResult{Gangs: 2, PodsPerGang: 3, Wait: []float64{1, 2}, Spread: []float64{0.1, 0.2}}}
 	out := table(res)
 	for _, want := range []string{
-		"pods rounds, mean over complete ones: placer 400 pods/s (10–90 %: 500, 1 rounds), kube-scheduler 200 pods/s (10–90 %: 250, 1 rounds): placer / kube-scheduler = 2.00× (10–90 %: 2.00×)",
-		"job rounds, mean over complete ones: placer 300 pods/s (10–90 %: 300, 1 rounds), kube-scheduler 100 pods/s (10–90 %: 150, 1 rounds): placer / kube-scheduler = 3.00× (10–90 %: 2.00×)",
+		"pods rounds, mean over complete ones: placer 400 pods/s (10–90 %: 500, 1 rounds), kube-scheduler 200 pods/s (10–90 %: 250, 1 rounds): placer / kube-scheduler = 2.00× (10–90 %: 2.00×); scheduler CPU per bound pod: placer 1.00 ms, kube-scheduler 8.00 ms (8.0× less)",
+		"| pods | 0 | placer | 100 / 100 | 0.00 s | 0.00 s | 400 | 500 | 0.1 s | 1.00 ms |",
+		"job rounds, mean over complete ones: placer 300 pods/s (10–90 %: 300, 1 rounds), kube-scheduler 100 pods/s (10–90 %: 150, 1 rounds): placer / kube-scheduler = 3.00× (10–90 %: 2.00×); scheduler CPU per bound pod: placer 2.00 ms, kube-scheduler 6.00 ms (3.0× less)",
 		"placer pods round 0: 1 of 100 bound pods lack the NUMA node annotation",
 		"p50 1.00 s, p99 2.00 s",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("table lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestFakeNodeNames(t *testing.T) {
+	for _, i := range []int{0, 7, 999, 9999} {
+		if n := nodeName(i); !isFakeNode(n) {
+			t.Errorf("isFakeNode(%q) = false for the name of fake node %d", n, i)
+		}
+	}
+	for _, n := range []string{"placerscale-", "placerscale-12", "placerscale-12345", "placerscale-abcd", "node-0001", "127.0.0.1"} {
+		if isFakeNode(n) {
+			t.Errorf("isFakeNode(%q) = true: its Lease would be deleted", n)
 		}
 	}
 }

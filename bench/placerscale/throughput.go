@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
@@ -129,6 +131,17 @@ type roundResult struct {
 	Steady float64 `json:"steadyPodsPerSecond"`
 	// Annotated counts pods bound with the NUMA node annotation (the placer's).
 	Annotated int `json:"annotated"`
+	// CPU is the CPU time the scheduler process used from its start to its stop after the last
+	// bind, in seconds: its own cost, whatever the API server it shares the machine with allows.
+	CPU float64 `json:"schedulerCPUSeconds"`
+}
+
+// cpuPerPod is the scheduler's CPU time per bound pod in milliseconds.
+func (r *roundResult) cpuPerPod() float64 {
+	if r.Bound == 0 {
+		return math.NaN()
+	}
+	return r.CPU * 1000 / float64(r.Bound)
 }
 
 // throughputRound creates o.pods pending pods for one scheduler, starts it, and measures how
@@ -173,6 +186,7 @@ func throughputRound(ctx context.Context, kube kubernetes.Interface, o *options,
 	<-profiled
 	p.stop()
 	res := summarize(name, round, o.pods, t0, b)
+	res.CPU = p.cpu().Seconds()
 	res.Kind = kindPods
 	if err == nil && placer {
 		res.Annotated, err = annotated(ctx, kube, tag)
@@ -224,15 +238,34 @@ func annotated(ctx context.Context, kube kubernetes.Interface, round string) (in
 	return n, nil
 }
 
-// deletePods removes a round's pods at once and waits until they are gone.
+// deletePods removes a round's pods and waits until they are gone.
 func deletePods(ctx context.Context, kube kubernetes.Interface, round string) error {
-	zero := int64(0)
-	sel := metav1.ListOptions{LabelSelector: roundLabel + "=" + round}
-	if err := kube.CoreV1().Pods(namespace).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &zero}, sel); err != nil {
-		return fmt.Errorf("delete the pods of round %s: %w", round, err)
+	return deleteSelected(ctx, kube, roundLabel+"="+round, "the pods of round "+round)
+}
+
+// deleteSelected deletes the benchmark namespace's pods that selector matches, 32 at a time and
+// at once (no grace period), and waits until they are gone. One DeleteCollection of thousands of
+// pods can outlast the API server's request timeout on this machine and fail half done.
+func deleteSelected(ctx context.Context, kube kubernetes.Interface, selector, what string) error {
+	sel := metav1.ListOptions{LabelSelector: selector}
+	list, err := kube.CoreV1().Pods(namespace).List(ctx, sel)
+	if err != nil {
+		return fmt.Errorf("list %s: %w", what, err)
 	}
-	return poll(ctx, 5*time.Minute, "the pods of round "+round+" gone", func() (bool, error) {
-		list, err := kube.CoreV1().Pods(namespace).List(ctx, sel)
+	zero := int64(0)
+	err = parallel(len(list.Items), 32, func(i int) error {
+		name := list.Items[i].Name
+		err := kube.CoreV1().Pods(namespace).Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: &zero})
+		if err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("delete pod %s/%s: %w", namespace, name, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("delete %s: %w", what, err)
+	}
+	return poll(ctx, 5*time.Minute, what+" gone", func() (bool, error) {
+		list, err := kube.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{LabelSelector: selector, Limit: 1})
 		return err == nil && len(list.Items) == 0, err
 	})
 }
