@@ -163,9 +163,11 @@ cluster_up() {
   for d in "${DAEMONS[@]}"; do daemon_pid "$d" >/dev/null || return 1; done
 }
 
-# cluster_setting KEY: a value cluster.env recorded when the cluster came up.
+# cluster_setting KEY: a value cluster.env recorded when the cluster came up; empty when no
+# cluster is up (down.sh then only checks that nothing is left).
 cluster_setting() {
-  sed -n "s/^$1=//p" "$CLUSTER_ENV" 2>/dev/null
+  [ -f "$CLUSTER_ENV" ] || return 0
+  sed -n "s/^$1=//p" "$CLUSTER_ENV"
 }
 
 ctr_k8s() {

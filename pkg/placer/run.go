@@ -20,18 +20,16 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
-	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 
 	"github.com/finegrain-dev/finegrain/pkg/apis/finegrain/v1alpha1"
@@ -100,10 +98,15 @@ func Run(ctx context.Context, opts Options, log *slog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("make event API client: %w", err)
 	}
-	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
+	// The events.k8s.io recorder, as kube-scheduler's: it writes each event as it comes (client-go's
+	// core/v1 recorder writes one at a time and drops what queues up behind, most of a burst of
+	// bindings) and folds repeats of an event into a series.
+	broadcaster := events.NewBroadcaster(&events.EventSinkImpl{Interface: eventClient.EventsV1()})
 	defer broadcaster.Shutdown()
-	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: eventClient.CoreV1().Events("")})
-	recorder := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: opts.Controller.SchedulerName})
+	if err := broadcaster.StartRecordingToSinkWithContext(ctx); err != nil {
+		return fmt.Errorf("start recording events: %w", err)
+	}
+	recorder := broadcaster.NewRecorder(scheme.Scheme, opts.Controller.SchedulerName)
 	c, err := controller.New(kube, dyn, recorder, reg, log, opts.Controller)
 	if err != nil {
 		return err

@@ -30,7 +30,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/tools/events"
 
 	"github.com/finegrain-dev/finegrain/pkg/apis/finegrain/v1alpha1"
 	"github.com/finegrain-dev/finegrain/pkg/placer/plan"
@@ -85,7 +85,7 @@ type Controller struct {
 	log      *slog.Logger
 	kube     kubernetes.Interface
 	dyn      dynamic.Interface
-	recorder record.EventRecorder
+	recorder events.EventRecorder
 	metrics  *Metrics
 
 	kubeInformers informers.SharedInformerFactory
@@ -132,7 +132,7 @@ type Controller struct {
 const gangIndex = "finegrain.dev/gang"
 
 // New wires a controller to its clients. reg receives the metrics.
-func New(kube kubernetes.Interface, dyn dynamic.Interface, recorder record.EventRecorder, reg prometheus.Registerer, log *slog.Logger, opts Options) (*Controller, error) {
+func New(kube kubernetes.Interface, dyn dynamic.Interface, recorder events.EventRecorder, reg prometheus.Registerer, log *slog.Logger, opts Options) (*Controller, error) {
 	c := &Controller{
 		opts: opts, log: log, kube: kube, dyn: dyn, recorder: recorder, metrics: NewMetrics(reg),
 		dirtyJobs:  map[string]bool{},

@@ -156,7 +156,7 @@ func (c *Controller) finish(ctx context.Context, op *bindOp) {
 			if t.numa >= 0 {
 				numa = "NUMA node " + itoa(t.numa)
 			}
-			c.event(t.pod, false, "Scheduled", "Successfully assigned %s/%s to %s (%s)", t.pod.Namespace, t.pod.Name, t.node, numa)
+			c.event(t.pod, false, ReasonScheduled, "Successfully assigned %s/%s to %s (%s)", t.pod.Namespace, t.pod.Name, t.node, numa)
 		}
 		c.log.Debug("gang bound", "gang", op.key, "pods", len(op.targets), "took", now.Sub(op.started).Round(time.Millisecond).String())
 	}

@@ -38,10 +38,7 @@ type recorder struct {
 	events []string
 }
 
-func (r *recorder) Event(o runtime.Object, typ, reason, msg string) {
-	r.Eventf(o, typ, reason, "%s", msg)
-}
-func (r *recorder) Eventf(o runtime.Object, typ, reason, format string, args ...any) {
+func (r *recorder) Eventf(o, _ runtime.Object, typ, reason, _, format string, args ...any) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	name := ""
@@ -49,9 +46,6 @@ func (r *recorder) Eventf(o runtime.Object, typ, reason, format string, args ...
 		name = m.GetName()
 	}
 	r.events = append(r.events, fmt.Sprintf("%s %s %s: %s", typ, reason, name, fmt.Sprintf(format, args...)))
-}
-func (r *recorder) AnnotatedEventf(o runtime.Object, _ map[string]string, typ, reason, format string, args ...any) {
-	r.Eventf(o, typ, reason, format, args...)
 }
 
 func (r *recorder) all() string {

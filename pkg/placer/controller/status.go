@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -30,6 +31,7 @@ const (
 	ReasonUnschedulable = "Unschedulable"
 	ReasonGangTimeout   = "GangTimeout"
 	ReasonBindFailed    = "BindFailed"
+	ReasonScheduled     = "Scheduled"
 	ReasonBound         = "GangBound"
 	ReasonRescaled      = "Rescaled"
 	ReasonCompleted     = "LauncherSucceeded"
@@ -129,13 +131,28 @@ func setCondition(st *v1alpha1.HPCJobStatus, typ string, status metav1.Condition
 }
 
 // truncate keeps condition messages within the API's 32 KiB limit.
-func truncate(s string) string {
-	const limit = 32 * 1024
+func truncate(s string) string { return truncateTo(s, 32*1024) }
+
+// truncateTo cuts s to at most limit bytes, ending in "..." and never inside a UTF-8 sequence.
+func truncateTo(s string, limit int) string {
 	if len(s) <= limit {
 		return s
 	}
-	return s[:limit-3] + "..."
+	cut := limit - 3
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "..."
 }
+
+// What the placer did or tried, as events.k8s.io events name it (kube-scheduler's words).
+const (
+	actionBinding    = "Binding"
+	actionScheduling = "Scheduling"
+)
+
+// eventNoteLimit is the longest note the events.k8s.io API accepts.
+const eventNoteLimit = 1024
 
 // event records an event on an object, warning when warn is set.
 func (c *Controller) event(obj any, warn bool, reason, format string, args ...any) {
@@ -143,11 +160,17 @@ func (c *Controller) event(obj any, warn bool, reason, format string, args ...an
 	if warn {
 		typ = corev1.EventTypeWarning
 	}
+	action := actionScheduling
+	switch reason {
+	case ReasonScheduled, ReasonBound, ReasonBindFailed:
+		action = actionBinding
+	}
+	note := truncateTo(fmt.Sprintf(format, args...), eventNoteLimit)
 	switch o := obj.(type) {
 	case *unstructured.Unstructured:
-		c.recorder.Eventf(o, typ, reason, format, args...)
+		c.recorder.Eventf(o, nil, typ, reason, action, "%s", note)
 	case *corev1.Pod:
-		c.recorder.Eventf(o, typ, reason, format, args...)
+		c.recorder.Eventf(o, nil, typ, reason, action, "%s", note)
 	}
 }
 
