@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/finegrain-dev/finegrain/pkg/apis/finegrain/v1alpha1"
@@ -155,7 +156,7 @@ const (
 const eventNoteLimit = 1024
 
 // event records an event on an object, warning when warn is set.
-func (c *Controller) event(obj any, warn bool, reason, format string, args ...any) {
+func (c *Controller) event(obj runtime.Object, warn bool, reason, format string, args ...any) {
 	typ := corev1.EventTypeNormal
 	if warn {
 		typ = corev1.EventTypeWarning
@@ -165,13 +166,7 @@ func (c *Controller) event(obj any, warn bool, reason, format string, args ...an
 	case ReasonScheduled, ReasonBound, ReasonBindFailed:
 		action = actionBinding
 	}
-	note := truncateTo(fmt.Sprintf(format, args...), eventNoteLimit)
-	switch o := obj.(type) {
-	case *unstructured.Unstructured:
-		c.recorder.Eventf(o, nil, typ, reason, action, "%s", note)
-	case *corev1.Pod:
-		c.recorder.Eventf(o, nil, typ, reason, action, "%s", note)
-	}
+	c.recorder.Eventf(obj, nil, typ, reason, action, "%s", truncateTo(fmt.Sprintf(format, args...), eventNoteLimit))
 }
 
 func conditionMessage(st *v1alpha1.HPCJobStatus, typ string) string {
