@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,6 +17,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/finegrain-dev/finegrain/pkg/apis/finegrain/v1alpha1"
+	"github.com/finegrain-dev/finegrain/pkg/mpi"
+	"github.com/finegrain-dev/finegrain/pkg/placer/hpcjob"
 	"github.com/finegrain-dev/finegrain/pkg/placer/queue"
 )
 
@@ -29,6 +32,8 @@ const (
 	opGang
 	// opExpand creates and binds the new workers of an elastic job.
 	opExpand
+	// opLauncher creates a running job's launcher.
+	opLauncher
 )
 
 // target is one pod to bind.
@@ -58,6 +63,8 @@ type bindOp struct {
 	status *v1alpha1.HPCJobStatus
 	note   string
 
+	// sshSecret asks for the job's SSH Secret before anything else (made once per job).
+	sshSecret bool
 	configMap *corev1.ConfigMap
 	service   *corev1.Service
 	targets   []*target
@@ -104,19 +111,24 @@ func (c *Controller) slot(ctx context.Context) bool {
 
 func (c *Controller) release() { <-c.apiSlots }
 
-// execute makes the API calls of one operation: the hostfile ConfigMap and the Service first,
-// then every pod in parallel (create or annotate, then bind).
+// execute makes the API calls of one operation: the SSH Secret, the hostfile ConfigMap and the
+// Service first, then every pod in parallel (create or annotate, then bind).
 func (c *Controller) execute(ctx context.Context, op *bindOp) {
+	if op.sshSecret {
+		if err := c.ensureSSHSecret(ctx, op.job); err != nil {
+			op.setupErr = err
+			return
+		}
+	}
 	if op.configMap != nil {
-		if err := c.applyConfigMap(ctx, op.configMap); err != nil {
+		if err := c.applyConfigMap(ctx, op.job, op.configMap); err != nil {
 			op.setupErr = err
 			return
 		}
 	}
 	if op.service != nil {
-		_, err := c.kube.CoreV1().Services(op.service.Namespace).Create(ctx, op.service, metav1.CreateOptions{})
-		if err != nil && !apierrors.IsAlreadyExists(err) {
-			op.setupErr = fmt.Errorf("create Service %s/%s: %w", op.service.Namespace, op.service.Name, err)
+		if err := c.ensureService(ctx, op.job, op.service); err != nil {
+			op.setupErr = err
 			return
 		}
 	}
@@ -185,15 +197,82 @@ func (c *Controller) bindOne(ctx context.Context, t *target) error {
 	return nil
 }
 
-func (c *Controller) applyConfigMap(ctx context.Context, cm *corev1.ConfigMap) error {
+// notOwned says that an object a job needs exists and belongs to something else: the placer
+// neither adopts nor overwrites it.
+func notOwned(kind string, obj metav1.Object, owner metav1.Object) error {
+	return fmt.Errorf("%s %s/%s exists and is not owned by HPCJob %s/%s: rename the job, or delete the %s if it is a leftover",
+		kind, obj.GetNamespace(), obj.GetName(), owner.GetNamespace(), owner.GetName(), kind)
+}
+
+// controlledBy reports whether the object with uid controls obj.
+func controlledBy(obj metav1.Object, uid types.UID) bool {
+	ref := metav1.GetControllerOfNoCopy(obj)
+	return ref != nil && ref.UID == uid
+}
+
+// ensureSSHSecret makes the job's SSH key pair once: an existing Secret of the job is kept (a job
+// placed again keeps its identity), one of anything else is an error. The key is never logged.
+func (c *Controller) ensureSSHSecret(ctx context.Context, job *v1alpha1.HPCJob) error {
+	secrets := c.kube.CoreV1().Secrets(job.Namespace)
+	name := v1alpha1.SSHSecretName(job.Name)
+	for range 2 {
+		cur, err := secrets.Get(ctx, name, metav1.GetOptions{})
+		if err == nil {
+			if !controlledBy(cur, job.UID) {
+				return notOwned("Secret", cur, job)
+			}
+			return nil
+		}
+		if !apierrors.IsNotFound(err) {
+			return fmt.Errorf("read SSH Secret %s/%s: %w", job.Namespace, name, err)
+		}
+		id, err := mpi.NewIdentity(rand.Reader, "finegrain HPCJob "+job.Namespace+"/"+job.Name)
+		if err != nil {
+			return fmt.Errorf("SSH identity of HPCJob %s/%s: %w", job.Namespace, job.Name, err)
+		}
+		_, err = secrets.Create(ctx, hpcjob.SSHSecret(job, id), metav1.CreateOptions{})
+		if err == nil {
+			return nil
+		}
+		if !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("create SSH Secret %s/%s: %w", job.Namespace, name, err)
+		}
+	}
+	return fmt.Errorf("create SSH Secret %s/%s: it keeps appearing and disappearing", job.Namespace, name)
+}
+
+// applyConfigMap writes the job's ConfigMap: created, or its data replaced when the job owns it.
+func (c *Controller) applyConfigMap(ctx context.Context, job *v1alpha1.HPCJob, cm *corev1.ConfigMap) error {
 	cms := c.kube.CoreV1().ConfigMaps(cm.Namespace)
 	_, err := cms.Create(ctx, cm, metav1.CreateOptions{})
 	if apierrors.IsAlreadyExists(err) {
-		patch, _ := json.Marshal(map[string]any{"data": cm.Data})
-		_, err = cms.Patch(ctx, cm.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+		var cur *corev1.ConfigMap
+		if cur, err = cms.Get(ctx, cm.Name, metav1.GetOptions{}); err == nil {
+			if !controlledBy(cur, job.UID) {
+				return notOwned("ConfigMap", cur, job)
+			}
+			patch, _ := json.Marshal(map[string]any{"data": cm.Data})
+			_, err = cms.Patch(ctx, cm.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+		}
 	}
 	if err != nil {
 		return fmt.Errorf("write hostfile ConfigMap %s/%s: %w", cm.Namespace, cm.Name, err)
+	}
+	return nil
+}
+
+// ensureService creates the job's headless Service, or keeps the one the job owns.
+func (c *Controller) ensureService(ctx context.Context, job *v1alpha1.HPCJob, svc *corev1.Service) error {
+	svcs := c.kube.CoreV1().Services(svc.Namespace)
+	_, err := svcs.Create(ctx, svc, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		var cur *corev1.Service
+		if cur, err = svcs.Get(ctx, svc.Name, metav1.GetOptions{}); err == nil && !controlledBy(cur, job.UID) {
+			return notOwned("Service", cur, job)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("create Service %s/%s: %w", svc.Namespace, svc.Name, err)
 	}
 	return nil
 }

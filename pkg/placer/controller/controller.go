@@ -33,6 +33,7 @@ import (
 	"k8s.io/client-go/tools/events"
 
 	"github.com/finegrain-dev/finegrain/pkg/apis/finegrain/v1alpha1"
+	"github.com/finegrain-dev/finegrain/pkg/mpi"
 	"github.com/finegrain-dev/finegrain/pkg/placer/plan"
 	"github.com/finegrain-dev/finegrain/pkg/placer/queue"
 	"github.com/finegrain-dev/finegrain/pkg/placer/snapshot"
@@ -61,6 +62,11 @@ type Options struct {
 	// RefusalGrace is how long a worker the node agent refused to pin may stay unpinned before
 	// its job is placed again (the agent pins it by itself when CPUs free up meanwhile).
 	RefusalGrace time.Duration
+	// SSHPorts is where the sshd ports of workers on their node's network come from.
+	SSHPorts mpi.PortRange
+	// ImagePullGrace is how long a job's pod may fail to pull its image (the kubelet retrying)
+	// before the job fails; an image that can never be pulled fails it at once.
+	ImagePullGrace time.Duration
 }
 
 // DefaultOptions are the flags' defaults.
@@ -76,6 +82,8 @@ func DefaultOptions() Options {
 		AssumeTTL:      30 * time.Second,
 		ResyncPeriod:   5 * time.Minute,
 		RefusalGrace:   5 * time.Second,
+		SSHPorts:       mpi.DefaultPortRange,
+		ImagePullGrace: 2 * time.Minute,
 	}
 }
 
@@ -124,8 +132,12 @@ type Controller struct {
 	// refusals wait out their grace; replans counts each job's refusals.
 	refusals map[string]refusal
 	replans  map[string]int
-	apiSlots chan struct{}
-	binds    sync.WaitGroup
+	// timers are when jobs want to be looked at again (deadlines, image pulls, TTLs).
+	timers map[string]time.Time
+	// pullSince is when each pod was first seen failing to pull an image.
+	pullSince map[string]time.Time
+	apiSlots  chan struct{}
+	binds     sync.WaitGroup
 }
 
 // gangIndex indexes pods the placer schedules by their gang key.
@@ -150,6 +162,8 @@ func New(kube kubernetes.Interface, dyn dynamic.Interface, recorder events.Event
 		lastReason: map[string]string{},
 		refusals:   map[string]refusal{},
 		replans:    map[string]int{},
+		timers:     map[string]time.Time{},
+		pullSince:  map[string]time.Time{},
 		apiSlots:   make(chan struct{}, max(opts.Parallelism, 1)),
 	}
 	c.kubeInformers = informers.NewSharedInformerFactory(kube, opts.ResyncPeriod)
@@ -317,11 +331,14 @@ func (c *Controller) Run(ctx context.Context) error {
 }
 
 // wait sleeps until something happens: an informer event, a finished binding, the next
-// back-off expiring, or a refusal's grace ending.
+// back-off expiring, a refusal's grace ending, or a job's wake-up time.
 func (c *Controller) wait(ctx context.Context) {
 	var timer <-chan time.Time
 	at, ok := c.queue.WakeAt()
 	if due, refused := c.refusalDue(); refused && (!ok || due.Before(at)) {
+		at, ok = due, true
+	}
+	if due, timed := c.nextTimer(); timed && (!ok || due.Before(at)) {
 		at, ok = due, true
 	}
 	if ok {
@@ -362,6 +379,9 @@ func (c *Controller) drain(ctx context.Context) {
 	if changed {
 		c.queue.Changed()
 		c.snapStale = true
+	}
+	for _, k := range c.dueTimers(time.Now()) {
+		jobs[k] = true
 	}
 	for k := range jobs {
 		c.syncJob(ctx, k)

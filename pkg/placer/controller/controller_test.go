@@ -125,8 +125,19 @@ func TestRecreatedJobStartsAfresh(t *testing.T) {
 	if err := jobs.Delete(context.Background(), "j", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	// What the garbage collector does: the old job's pods, Secret, ConfigMap and Service go.
 	for _, p := range h.pods("hpc") {
 		if err := h.kube.CoreV1().Pods("hpc").Delete(context.Background(), p.Name, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	core := h.kube.CoreV1()
+	for _, err := range []error{
+		core.Secrets("hpc").Delete(context.Background(), "j-ssh", metav1.DeleteOptions{}),
+		core.ConfigMaps("hpc").Delete(context.Background(), "j-hostfile", metav1.DeleteOptions{}),
+		core.Services("hpc").Delete(context.Background(), "j-workers", metav1.DeleteOptions{}),
+	} {
+		if err != nil {
 			t.Fatal(err)
 		}
 	}

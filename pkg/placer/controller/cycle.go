@@ -27,6 +27,8 @@ func (c *Controller) scheduleOne(ctx context.Context) bool {
 	switch {
 	case strings.HasPrefix(e.Key, expandPrefix):
 		c.attemptExpand(ctx, e, now)
+	case strings.HasPrefix(e.Key, launcherPrefix):
+		c.attemptLauncher(ctx, e, now)
 	case strings.HasPrefix(e.Key, "HPCJob "):
 		c.attemptJob(ctx, e, now)
 	default:
@@ -142,6 +144,9 @@ func (c *Controller) finish(ctx context.Context, op *bindOp) {
 	switch op.kind {
 	case opJob:
 		op.status.StartTime = &metav1.Time{Time: now}
+		if op.job.Spec.LauncherCreationPolicy == v1alpha1.AtStartup {
+			op.status.LauncherCreationTime = op.status.StartTime
+		}
 		c.writeStatus(ctx, op.jobObj, op.status)
 		c.event(op.jobObj, false, ReasonBound, "%s", conditionMessage(op.status, ConditionScheduled))
 		c.log.Info("HPCJob bound", "job", op.job.Namespace+"/"+op.job.Name, "workers", op.status.Workers,
@@ -150,6 +155,13 @@ func (c *Controller) finish(ctx context.Context, op *bindOp) {
 		c.writeStatus(ctx, op.jobObj, op.status)
 		c.event(op.jobObj, false, ReasonRescaled, "%s", conditionMessage(op.status, ConditionScheduled))
 		c.metrics.Rescales.WithLabelValues("expand").Inc()
+	case opLauncher:
+		st := c.statusOf(op.job.Namespace+"/"+op.job.Name, op.job)
+		if st.Phase == v1alpha1.PhaseRunning {
+			st.LauncherCreationTime = &metav1.Time{Time: now}
+			c.writeStatus(ctx, op.jobObj, st)
+		}
+		c.event(op.jobObj, false, ReasonLauncherCreated, "created launcher %s on node %s", op.targets[0].pod.Name, op.targets[0].node)
 	case opGang:
 		for _, t := range op.targets {
 			numa := "the shared pool"
@@ -194,7 +206,7 @@ func (c *Controller) bindFailed(ctx context.Context, op *bindOp, err error, now 
 		setCondition(st, ConditionScheduled, metav1.ConditionFalse, ReasonBindFailed, err.Error())
 		c.writeStatus(ctx, op.jobObj, st)
 		c.event(op.jobObj, true, ReasonBindFailed, "%v", err)
-	case opExpand:
+	case opExpand, opLauncher:
 		c.queue.Add(op.key, queue.Expansion, op.entry.Priority, op.entry.Created, 0)
 		c.queue.Failed(op.key, now)
 		c.event(op.jobObj, true, ReasonBindFailed, "%v", err)

@@ -146,11 +146,39 @@ func (c *Controller) attemptExpand(ctx context.Context, e *queue.Entry, now time
 			err = fmt.Errorf("no room for another worker")
 		}
 	}
+	if err == nil && res != nil {
+		fresh, err = c.withSSHPorts(job, snap, g, res, fresh)
+	}
 	if err != nil || res == nil {
 		c.queue.Failed(e.Key, now)
 		return
 	}
 	c.commitExpand(ctx, snap, e, u, job, st, g, res, workers, fresh, now)
+}
+
+// withSSHPorts gives new workers on their node's network the sshd ports free on the nodes the
+// plan chose for them, rebuilding their pods.
+func (c *Controller) withSSHPorts(job *v1alpha1.HPCJob, s *snapshot.Snapshot, g *plan.Gang, res *plan.Result, fresh []*corev1.Pod) ([]*corev1.Pod, error) {
+	if len(fresh) == 0 || !hpcjob.OnHostNetwork(job) {
+		return fresh, nil
+	}
+	nodeOf := map[string]string{}
+	for _, pl := range res.Placements {
+		nodeOf[g.Members[pl.Member].Name] = pl.Node
+	}
+	ws := make([]hpcjob.Worker, len(fresh))
+	nodes := make([]string, len(fresh))
+	for i, p := range fresh {
+		ws[i], nodes[i] = hpcjob.WorkerOf(job, p), nodeOf[p.Name]
+	}
+	if err := hpcjob.AssignSSHPorts(job, s, c.opts.SSHPorts, ws, nodes); err != nil {
+		return nil, err
+	}
+	out := make([]*corev1.Pod, len(fresh))
+	for i, w := range ws {
+		out[i] = hpcjob.WorkerPod(job, w, c.opts.SchedulerName)
+	}
+	return out, nil
 }
 
 // newWorker describes a new worker of an elastic job: Tasks/MaxReplicas tasks, its own task
@@ -192,7 +220,7 @@ func (c *Controller) commitExpand(ctx context.Context, snap *snapshot.Snapshot, 
 		all := append(slices.Clone(workers), fresh...)
 		var ws []hpcjob.Worker
 		for _, p := range all {
-			ws = append(ws, hpcjob.NewWorker(job, workerIndex(job.Name, p), annotationInt(p, v1alpha1.AnnotationTasks), annotationInt(p, v1alpha1.AnnotationGroup)))
+			ws = append(ws, hpcjob.WorkerOf(job, p))
 		}
 		op.configMap = hpcjob.HostfileConfigMap(job, ws)
 		st.Workers = int32(len(all))
@@ -333,13 +361,13 @@ func (c *Controller) shrink(ctx context.Context, v *victim, chosen map[string]bo
 	job, st := v.job, v.st
 	var ws []hpcjob.Worker
 	for _, p := range keep {
-		ws = append(ws, hpcjob.NewWorker(job, workerIndex(job.Name, p), annotationInt(p, v1alpha1.AnnotationTasks), annotationInt(p, v1alpha1.AnnotationGroup)))
+		ws = append(ws, hpcjob.WorkerOf(job, p))
 	}
 	cm := hpcjob.HostfileConfigMap(job, ws)
 	c.binds.Add(1)
 	go func() {
 		defer c.binds.Done()
-		if err := c.applyConfigMap(ctx, cm); err != nil {
+		if err := c.applyConfigMap(ctx, job, cm); err != nil {
 			c.log.Warn("rewrite hostfile after shrink failed", "job", job.Namespace+"/"+job.Name, "err", err)
 		}
 	}()

@@ -285,10 +285,13 @@ func cluster(n, cpus int) []runtime.Object {
 	return out
 }
 
-// hpcJob is an HPCJob as the API server stores it.
+// hpcJob is an HPCJob as the API server stores it. Its launcher is created with its workers
+// (AtStartup): the fakes run no kubelet, so workers never become Ready unless a test says so
+// (setReady) — tests of the default policy set it back.
 func hpcJob(name string, tasks int, mutate func(*v1alpha1.HPCJobSpec)) *unstructured.Unstructured {
 	spec := v1alpha1.HPCJobSpec{
-		Tasks: int32(tasks), Profile: v1alpha1.ProfileCPU, Granularity: v1alpha1.GranularityScale,
+		LauncherCreationPolicy: v1alpha1.AtStartup,
+		Tasks:                  int32(tasks), Profile: v1alpha1.ProfileCPU, Granularity: v1alpha1.GranularityScale,
 		TaskResources: v1alpha1.TaskResources{CPU: resource.MustParse("1"), Memory: resource.MustParse("1Gi")},
 		Launcher:      corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "mpirun", Image: "mpi"}}}},
 		Worker:        corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "worker", Image: "mpi"}}}},

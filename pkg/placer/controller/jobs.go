@@ -67,7 +67,9 @@ func (c *Controller) syncJob(ctx context.Context, key string) {
 	if !ok {
 		c.queue.Remove(gangKey)
 		c.queue.Remove(expandKey)
+		c.queue.Remove(launcherKey(ns, name))
 		delete(c.jobStatus, key)
+		delete(c.timers, key)
 		delete(c.lastReason, gangKey)
 		delete(c.replans, key)
 		return
@@ -98,7 +100,9 @@ func (c *Controller) syncJob(ctx context.Context, key string) {
 	default:
 		c.queue.Remove(gangKey)
 		c.queue.Remove(expandKey)
-		c.deleteWorkers(ctx, ns, name)
+		c.queue.Remove(launcherKey(ns, name))
+		c.cleanPods(ctx, job, time.Now())
+		c.expireFinished(ctx, u, job, st, time.Now())
 	}
 }
 
@@ -119,32 +123,38 @@ func (c *Controller) markInvalid(ctx context.Context, u *unstructured.Unstructur
 	c.log.Info("HPCJob invalid", "job", u.GetNamespace()+"/"+u.GetName(), "err", err)
 }
 
-// syncRunning follows a running job's launcher to the job's end, and queues the job's
-// expansion while it has workers left to place or room to grow.
+// syncRunning follows a running job to its end: the active deadline, its workers (one lost ends
+// the run), its launcher (created when the workers are ready, retried within the backoff limit);
+// and it queues the job's expansion while it has workers left to place or room to grow.
 func (c *Controller) syncRunning(ctx context.Context, u *unstructured.Unstructured, job *v1alpha1.HPCJob, st *v1alpha1.HPCJobStatus) {
 	ns, name := job.Namespace, job.Name
+	key := ns + "/" + name
 	gangKey, expandKey := jobKeys(ns, name)
 	c.queue.Remove(gangKey)
-	launcherName := v1alpha1.LauncherName(name)
-	launcher, err := c.pods.Pods(ns).Get(launcherName)
-	if err == nil && !ownedBy(launcher, job.UID) {
-		// A launcher of another job of this name (this one was deleted and made again).
-		err = apierrors.NewNotFound(corev1.Resource("pods"), launcherName)
+	if c.inflight[gangKey] != nil {
+		return
 	}
-	switch {
-	case apierrors.IsNotFound(err):
-		if c.assumed.has(ns+"/"+launcherName) || c.inflight[gangKey] != nil {
+	now := time.Now()
+	if d := job.Spec.RunPolicy.ActiveDeadlineSeconds; d != nil && st.StartTime != nil {
+		due := st.StartTime.Add(time.Duration(*d) * time.Second)
+		if !now.Before(due) {
+			c.finishJob(ctx, u, job, st, v1alpha1.PhaseFailed, ReasonDeadline,
+				fmt.Sprintf("the job ran longer than runPolicy.activeDeadlineSeconds (%d s)", *d))
 			return
 		}
-		c.finishJob(ctx, u, st, v1alpha1.PhaseFailed, ReasonLauncherGone, "the launcher pod was deleted")
-		return
-	case err != nil:
-		return
-	case launcher.Status.Phase == corev1.PodSucceeded:
-		c.finishJob(ctx, u, st, v1alpha1.PhaseSucceeded, ReasonCompleted, "the launcher exited 0")
-		return
-	case launcher.Status.Phase == corev1.PodFailed:
-		c.finishJob(ctx, u, st, v1alpha1.PhaseFailed, ReasonLauncherFail, "the launcher failed: "+launcherFailure(launcher))
+		c.wakeJobAt(key, due)
+	}
+	pods := map[string]*corev1.Pod{}
+	for _, p := range c.jobPods(ns, name, now) {
+		pods[p.Name] = p
+	}
+	if c.inflight[expandKey] == nil {
+		if f := c.workerFailure(job, st, pods, now); f != nil {
+			c.runFailed(ctx, u, job, st, *f)
+			return
+		}
+	}
+	if c.syncLauncher(ctx, u, job, st, pods, now) {
 		return
 	}
 	if c.inflight[expandKey] != nil {
@@ -161,29 +171,18 @@ func (c *Controller) syncRunning(ctx context.Context, u *unstructured.Unstructur
 	}
 }
 
-func launcherFailure(p *corev1.Pod) string {
-	for _, s := range p.Status.ContainerStatuses {
-		if t := s.State.Terminated; t != nil && t.ExitCode != 0 {
-			return fmt.Sprintf("container %s exited %d (%s)", s.Name, t.ExitCode, t.Reason)
-		}
-	}
-	if p.Status.Message != "" {
-		return p.Status.Message
-	}
-	return "pod phase Failed"
-}
-
 // ownedBy reports whether the object with uid controls the pod.
 func ownedBy(p *corev1.Pod, uid types.UID) bool {
 	ref := metav1.GetControllerOf(p)
 	return ref != nil && ref.UID == uid
 }
 
-// finishJob records the end of a job and removes its workers (the launcher stays for its logs).
-// It first asks the API server whether the job is still the one the informer shows: a job deleted
-// and made again under its name must not be ended, nor lose its workers, on its predecessor's
-// account (a status patch names the job only by name).
-func (c *Controller) finishJob(ctx context.Context, u *unstructured.Unstructured, st *v1alpha1.HPCJobStatus, phase v1alpha1.Phase, reason, msg string) {
+// finishJob records the end of a job and cleans up its pods by runPolicy.cleanPodPolicy (by
+// default the workers go and an ended launcher stays for its logs). It first asks the API server
+// whether the job is still the one the informer shows: a job deleted and made again under its
+// name must not be ended, nor lose its workers, on its predecessor's account (a status patch
+// names the job only by name).
+func (c *Controller) finishJob(ctx context.Context, u *unstructured.Unstructured, job *v1alpha1.HPCJob, st *v1alpha1.HPCJobStatus, phase v1alpha1.Phase, reason, msg string) {
 	key := u.GetNamespace() + "/" + u.GetName()
 	live, err := c.dyn.Resource(v1alpha1.GroupVersionResource).Namespace(u.GetNamespace()).Get(ctx, u.GetName(), metav1.GetOptions{})
 	switch {
@@ -204,18 +203,10 @@ func (c *Controller) finishJob(ctx context.Context, u *unstructured.Unstructured
 	c.event(u, phase == v1alpha1.PhaseFailed, reason, "%s", msg)
 	_, expandKey := jobKeys(u.GetNamespace(), u.GetName())
 	c.queue.Remove(expandKey)
-	c.deleteWorkers(ctx, u.GetNamespace(), u.GetName())
-	c.log.Info("HPCJob finished", "job", u.GetNamespace()+"/"+u.GetName(), "phase", phase, "reason", reason)
-}
-
-func (c *Controller) deleteWorkers(ctx context.Context, ns, name string) {
-	var workers []*corev1.Pod
-	for _, p := range c.jobPods(ns, name, time.Now()) {
-		if p.Labels[v1alpha1.LabelRole] == v1alpha1.RoleWorker && p.DeletionTimestamp == nil {
-			workers = append(workers, p)
-		}
-	}
-	c.deletePods(ctx, workers, nil)
+	c.queue.Remove(launcherKey(u.GetNamespace(), u.GetName()))
+	c.cleanPods(ctx, job, now.Time)
+	c.expireFinished(ctx, u, job, st, now.Time)
+	c.log.Info("HPCJob finished", "job", key, "phase", phase, "reason", reason)
 }
 
 // attemptJob plans a pending job and, when it fits, starts binding it.
@@ -261,7 +252,11 @@ func (c *Controller) attemptJob(ctx context.Context, e *queue.Entry, now time.Ti
 		})
 		return
 	}
-	op := &bindOp{key: e.Key, kind: opJob, entry: *e, job: job, jobObj: u, started: now, note: jp.Note,
+	if err := jp.AssignPorts(job, snap, c.opts.SSHPorts, c.opts.SchedulerName); err != nil {
+		c.gangFailed(ctx, e, u, st, err, now, nil)
+		return
+	}
+	op := &bindOp{key: e.Key, kind: opJob, entry: *e, job: job, jobObj: u, started: now, note: jp.Note, sshSecret: true,
 		configMap: hpcjob.HostfileConfigMap(job, jp.Workers), service: hpcjob.Service(job)}
 	placed := map[int]bool{}
 	for _, pl := range jp.Result.Placements {
@@ -275,8 +270,11 @@ func (c *Controller) attemptJob(ctx context.Context, e *queue.Entry, now time.Ti
 			op.targets = append(op.targets, &target{pod: pod, create: true, numa: -1, role: v1alpha1.RoleWorker})
 		}
 	}
-	op.targets = append(op.targets, &target{pod: jp.Launcher, create: true, node: jp.Result.Launcher.Node, numa: -1, role: v1alpha1.RoleLauncher})
+	if job.Spec.LauncherCreationPolicy == v1alpha1.AtStartup {
+		op.targets = append(op.targets, &target{pod: jp.Launcher, create: true, node: jp.Result.Launcher.Node, numa: -1, role: v1alpha1.RoleLauncher})
+	}
 	st.Phase = v1alpha1.PhaseRunning
+	st.LauncherCreationTime = nil
 	st.Nodes, st.Workers, st.Groups = int32(jp.Choice.Nodes), int32(jp.Choice.Workers), int32(jp.Choice.Groups)
 	st.Placements = nil
 	for _, pl := range jp.Result.Placements {

@@ -6,13 +6,11 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/finegrain-dev/finegrain/pkg/apis/finegrain/v1alpha1"
-	"github.com/finegrain-dev/finegrain/pkg/placer/queue"
 	"github.com/finegrain-dev/finegrain/pkg/report/nrt"
 )
 
@@ -133,31 +131,11 @@ func (c *Controller) pinnedOnNode(pod *corev1.Pod) bool {
 func (c *Controller) replan(ctx context.Context, u *unstructured.Unstructured, job *v1alpha1.HPCJob, st *v1alpha1.HPCJobStatus,
 	pod *corev1.Pod, why string, now time.Time) {
 	key := job.Namespace + "/" + job.Name
-	gangKey, expandKey := jobKeys(job.Namespace, job.Name)
 	c.replans[key]++
 	msg := fmt.Sprintf("the node agent on %s refused to pin worker %s (%s); the job's pods are deleted and it is placed again (refusal %d)",
 		pod.Spec.NodeName, pod.Name, why, c.replans[key])
-	st.Phase = v1alpha1.PhasePending
-	st.StartTime = nil
-	st.Nodes, st.Workers, st.Groups = 0, 0, 0
-	st.Placements = nil
-	setCondition(st, ConditionScheduled, metav1.ConditionFalse, ReasonPinRefused, msg)
-	c.writeStatus(ctx, u, st)
-	c.event(u, true, ReasonPinRefused, "%s", msg)
 	c.metrics.GangFailures.WithLabelValues("refused").Inc()
 	c.log.Warn("node agent refused a bound worker; placing the job again", "job", key, "worker", pod.Name,
-		"node", pod.Spec.NodeName, "refusals", c.replans[key], "reason", why)
-
-	var live []*corev1.Pod
-	for _, p := range c.jobPods(job.Namespace, job.Name, now) {
-		if p.DeletionTimestamp == nil {
-			live = append(live, p)
-		}
-	}
-	zero := int64(0)
-	c.deletePods(ctx, live, &zero)
-	c.snapStale = true
-	c.queue.Remove(expandKey)
-	c.queue.Add(gangKey, queue.Gang, job.Spec.Priority, u.GetCreationTimestamp().Time, time.Duration(job.Spec.Gang.TimeoutSeconds)*time.Second)
-	c.queue.Backoff(gangKey, c.replans[key], now)
+		"node", pod.Spec.NodeName, "refusals", c.replans[key], "reason", why, "at", now)
+	c.restart(ctx, u, job, st, ReasonPinRefused, msg, c.replans[key])
 }

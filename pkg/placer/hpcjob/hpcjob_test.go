@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/finegrain-dev/finegrain/pkg/apis/finegrain/v1alpha1"
+	"github.com/finegrain-dev/finegrain/pkg/mpi"
 	"github.com/finegrain-dev/finegrain/pkg/placer/plan"
 	"github.com/finegrain-dev/finegrain/pkg/placer/snapshot"
 	st "github.com/finegrain-dev/finegrain/pkg/placer/snapshot/snapshottest"
@@ -118,8 +119,13 @@ func TestWorkersAndHostfile(t *testing.T) {
 	}
 	ws = Workers(job, SplitTasks(16, 3), 3)
 	want := "j-worker-0.j-workers.hpc.svc slots=6\nj-worker-1.j-workers.hpc.svc slots=5\nj-worker-2.j-workers.hpc.svc slots=5\n"
-	if got := Hostfile(ws); got != want {
+	if got := Hostfile(job, ws); got != want {
 		t.Errorf("hostfile\n%s\nwant\n%s", got, want)
+	}
+	job.Spec.MPIImplementation = v1alpha1.MPICH
+	want = "j-worker-0.j-workers.hpc.svc:6\nj-worker-1.j-workers.hpc.svc:5\nj-worker-2.j-workers.hpc.svc:5\n"
+	if got := Hostfile(job, ws); got != want {
+		t.Errorf("MPICH hostfile\n%s\nwant\n%s", got, want)
 	}
 }
 
@@ -130,7 +136,7 @@ func TestWorkerAndLauncherPods(t *testing.T) {
 	job.Spec.Worker.Labels = map[string]string{"app": "lulesh", v1alpha1.LabelRole: "spoofed"}
 	job.Spec.Worker.Annotations = map[string]string{v1alpha1.AnnotationNUMANode: "3"}
 	job.Spec.Worker.Spec.Containers = append(job.Spec.Worker.Spec.Containers, corev1.Container{Name: "sidecar"})
-	w := WorkerPod(job, Worker{Index: 1, Name: "j-worker-1", Tasks: 6, Group: 1}, "finegrain-placer")
+	w := WorkerPod(job, Worker{Index: 1, Name: "j-worker-1", Tasks: 6, Group: 1, Port: 22}, "finegrain-placer")
 	wantLabels := map[string]string{"app": "lulesh", v1alpha1.LabelJob: "j", v1alpha1.LabelRole: v1alpha1.RoleWorker, v1alpha1.LabelPinning: v1alpha1.PinningExclusive}
 	if d := cmp.Diff(wantLabels, w.Labels); d != "" {
 		t.Errorf("worker labels (-want +got):\n%s", d)
@@ -169,8 +175,132 @@ func TestWorkerAndLauncherPods(t *testing.T) {
 	if svc.Name != "j-workers" || svc.Spec.ClusterIP != "None" || !svc.Spec.PublishNotReadyAddresses || svc.Spec.Selector[v1alpha1.LabelRole] != v1alpha1.RoleWorker {
 		t.Errorf("service %+v", svc)
 	}
-	if cm := HostfileConfigMap(job, []Worker{{Hostname: "h", Tasks: 2}}); cm.Name != "j-hostfile" || cm.Data[HostfileKey] != "h slots=2\n" {
+	if cm := HostfileConfigMap(job, []Worker{{Hostname: "h", Tasks: 2}}); cm.Name != "j-hostfile" || cm.Data[mpi.HostfileKey] != "h slots=2\n" ||
+		!strings.Contains(cm.Data[mpi.SSHConfigKey], "Host *.j-workers *.j-workers.hpc") {
 		t.Errorf("configmap %+v", cm)
+	}
+}
+
+// envOf returns a container's environment as a map.
+func envOf(c *corev1.Container) map[string]string {
+	m := map[string]string{}
+	for _, e := range c.Env {
+		m[e.Name] = e.Value
+	}
+	return m
+}
+
+// mountAt returns the volume mounted at path in c, and the pod's volume of that name.
+func mountAt(pod *corev1.Pod, c *corev1.Container, path string) (*corev1.VolumeMount, *corev1.Volume) {
+	for i := range c.VolumeMounts {
+		if m := &c.VolumeMounts[i]; m.MountPath == path {
+			for j := range pod.Spec.Volumes {
+				if v := &pod.Spec.Volumes[j]; v.Name == m.Name {
+					return m, v
+				}
+			}
+			return m, nil
+		}
+	}
+	return nil, nil
+}
+
+// The MPI wiring of a job: every pod gets the job's SSH files; workers an sshd port, a readiness
+// probe on it and the entrypoint's environment; the launcher the variables that make a bare
+// mpirun use the hostfile and SSH configuration.
+func TestPodsCarryTheMPIWiring(t *testing.T) {
+	job := newJob(4, v1alpha1.ProfileCPU, v1alpha1.GranularityScale)
+	job.Spec.SSHAuthMountPath = "/home/mpi/.ssh"
+	job.Spec.Launcher.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "OMPI_MCA_plm_rsh_args", Value: "-v"}}
+	w := WorkerPod(job, NewWorker(job, 0, 4, 0), "finegrain-placer")
+	c := &w.Spec.Containers[0]
+	if len(c.Ports) != 1 || c.Ports[0] != (corev1.ContainerPort{Name: "ssh", ContainerPort: 22, Protocol: corev1.ProtocolTCP}) {
+		t.Errorf("worker ports %+v, want ssh 22 without a host port on a pod network", c.Ports)
+	}
+	if p := c.ReadinessProbe; p == nil || p.TCPSocket == nil || p.TCPSocket.Port.IntValue() != 22 {
+		t.Errorf("worker readiness probe %+v, want a TCP probe on port 22", p)
+	}
+	if w.Spec.RestartPolicy != corev1.RestartPolicyNever || w.Spec.DNSPolicy != "" {
+		t.Errorf("worker restartPolicy %q dnsPolicy %q, want Never and the default", w.Spec.RestartPolicy, w.Spec.DNSPolicy)
+	}
+	want := map[string]string{mpi.EnvImplementation: "OpenMPI", mpi.EnvSSHPort: "22", mpi.EnvSSHDir: "/home/mpi/.ssh"}
+	if d := cmp.Diff(want, envOf(c)); d != "" {
+		t.Errorf("worker env (-want +got):\n%s", d)
+	}
+	m, v := mountAt(w, c, "/home/mpi/.ssh")
+	if m == nil || !m.ReadOnly || v == nil || v.Projected == nil || len(v.Projected.Sources) != 2 {
+		t.Fatalf("worker SSH mount %+v volume %+v", m, v)
+	}
+	sec, cfg := v.Projected.Sources[0].Secret, v.Projected.Sources[1].ConfigMap
+	if sec.Name != "j-ssh" || len(sec.Items) != 3 || sec.Items[0].Path != "id_ed25519" || *sec.Items[0].Mode != 0o400 ||
+		sec.Items[2].Path != "authorized_keys" || cfg.Name != "j-hostfile" || cfg.Items[0].Path != "config" {
+		t.Errorf("worker SSH volume %+v %+v", sec, cfg)
+	}
+
+	l := LauncherPod(job, "finegrain-placer")
+	lc := &l.Spec.Containers[0]
+	env := envOf(lc)
+	if env["OMPI_MCA_plm_rsh_args"] != "-v" || env["OMPI_MCA_orte_default_hostfile"] != HostfilePath || env[mpi.EnvImplementation] != "OpenMPI" {
+		t.Errorf("launcher env %v: want the template's own rsh args kept and the hostfile set", env)
+	}
+	if m, v := mountAt(l, lc, "/home/mpi/.ssh"); m == nil || v == nil || v.Projected == nil {
+		t.Errorf("launcher has no SSH mount: %+v", lc.VolumeMounts)
+	}
+	if m, v := mountAt(l, lc, "/etc/mpi"); m == nil || v == nil || v.ConfigMap == nil || v.ConfigMap.Name != "j-hostfile" {
+		t.Errorf("launcher has no hostfile mount: %+v", lc.VolumeMounts)
+	}
+
+	// On the node's network: the port is also the host port, and cluster DNS is asked for.
+	job.Spec.Worker.Spec.HostNetwork = true
+	job.Spec.Launcher.Spec.HostNetwork = true
+	job.Spec.MPIImplementation = v1alpha1.MPICH
+	w = WorkerPod(job, Worker{Index: 0, Name: "j-worker-0", Tasks: 4, Port: 20003}, "finegrain-placer")
+	c = &w.Spec.Containers[0]
+	if c.Ports[0].HostPort != 20003 || c.ReadinessProbe.TCPSocket.Port.IntValue() != 20003 || envOf(c)[mpi.EnvSSHPort] != "20003" ||
+		w.Spec.DNSPolicy != corev1.DNSClusterFirstWithHostNet {
+		t.Errorf("host-network worker: ports %+v probe %+v env %v dnsPolicy %q", c.Ports, c.ReadinessProbe, envOf(c), w.Spec.DNSPolicy)
+	}
+	l = LauncherPod(job, "finegrain-placer")
+	if env := envOf(&l.Spec.Containers[0]); env["HYDRA_HOST_FILE"] != HostfilePath || env["OMPI_MCA_orte_default_hostfile"] != "" ||
+		l.Spec.DNSPolicy != corev1.DNSClusterFirstWithHostNet {
+		t.Errorf("MPICH launcher env %v dnsPolicy %q", env, l.Spec.DNSPolicy)
+	}
+}
+
+// Workers on their node's network get ports free on their nodes; a worker not placed yet gets
+// one no other worker of the job has.
+func TestAssignSSHPorts(t *testing.T) {
+	in := st.Uniform("n", 2, 1, 8, 64)
+	busy := st.Pod("other", "sshd", "n-0000", "1", "", true)
+	busy.Spec.HostNetwork = true
+	busy.Spec.Containers[0].Ports = []corev1.ContainerPort{{ContainerPort: 20000}}
+	in.Pods = []*corev1.Pod{busy}
+	s := snapshot.Build(in)
+	job := newJob(4, v1alpha1.ProfileCPU, v1alpha1.GranularityFine)
+	ws := Workers(job, SplitTasks(4, 4), 2)
+	r := mpi.PortRange{First: 20000, Last: 20009}
+	if err := AssignSSHPorts(job, s, r, ws, []string{"n-0000", "n-0000", "n-0001", ""}); err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range ws {
+		if w.Port != 22 {
+			t.Fatalf("pod-network worker %s got port %d, want 22", w.Name, w.Port)
+		}
+	}
+	job.Spec.Worker.Spec.HostNetwork = true
+	if err := AssignSSHPorts(job, s, r, ws, []string{"", "n-0000", "n-0000", "n-0001"}); err != nil {
+		t.Fatal(err)
+	}
+	var got []int32
+	for _, w := range ws {
+		got = append(got, w.Port)
+	}
+	if d := cmp.Diff([]int32{20003, 20001, 20002, 20000}, got); d != "" {
+		t.Errorf("ports (-want +got):\n%s", d)
+	}
+	if err := AssignSSHPorts(job, s, mpi.PortRange{First: 20000, Last: 20001}, ws, []string{"n-0000", "n-0000", "n-0001", "n-0001"}); err == nil ||
+		!strings.Contains(err.Error(), "n-0000") {
+		t.Errorf("two workers and one free port on n-0000: error %v, want one naming the node", err)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/finegrain-dev/finegrain/pkg/apis/finegrain/v1alpha1"
+	"github.com/finegrain-dev/finegrain/pkg/mpi"
 	"github.com/finegrain-dev/finegrain/pkg/placer/plan"
 	"github.com/finegrain-dev/finegrain/pkg/placer/snapshot"
 )
@@ -52,8 +53,30 @@ func expansion(job *v1alpha1.HPCJob, tasks []int, groups int, scheduler string) 
 	launcher := plan.MemberFromPod(jp.Launcher, 0, plan.ConstraintsOf(&jp.Launcher.Spec))
 	g.Launcher = &launcher
 	jp.Gang = g
-	jp.Hostfile = Hostfile(jp.Workers)
+	jp.Hostfile = Hostfile(job, jp.Workers)
 	return jp
+}
+
+// AssignPorts gives the workers of a placed plan their sshd ports (AssignSSHPorts, on the nodes
+// the plan chose) and rebuilds their pods and the hostfile with them.
+func (jp *JobPlan) AssignPorts(job *v1alpha1.HPCJob, s *snapshot.Snapshot, r mpi.PortRange, scheduler string) error {
+	if !OnHostNetwork(job) {
+		return nil
+	}
+	nodes := make([]string, len(jp.Workers))
+	if jp.Result != nil {
+		for _, pl := range jp.Result.Placements {
+			nodes[pl.Member] = pl.Node
+		}
+	}
+	if err := AssignSSHPorts(job, s, r, jp.Workers, nodes); err != nil {
+		return err
+	}
+	for i, w := range jp.Workers {
+		jp.Pods[i] = WorkerPod(job, w, scheduler)
+	}
+	jp.Hostfile = Hostfile(job, jp.Workers)
+	return nil
 }
 
 func (jp *JobPlan) place(s *snapshot.Snapshot) error {

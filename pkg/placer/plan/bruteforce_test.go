@@ -65,6 +65,9 @@ func TestPlanMatchesBruteForce(t *testing.T) {
 				c = tol
 			}
 			p := st.Pod("hpc", fmt.Sprintf("w%d", i), "", fmt.Sprint(1+rng.IntN(6)), fmt.Sprintf("%dGi", rng.IntN(4)), rng.IntN(5) > 0)
+			if rng.IntN(4) == 0 {
+				withHostPort(p, 20000+int32(rng.IntN(3)))
+			}
 			ms = append(ms, MemberFromPod(p, AssignGroups(make([]int64, nw), groups)[i], c))
 		}
 		g := &Gang{Key: "HPCJob hpc/j", Members: ms, Groups: groups, Policy: Policy(rng.IntN(2)), ExclusiveNodes: rng.IntN(4) == 0}
@@ -87,6 +90,12 @@ func TestPlanMatchesBruteForce(t *testing.T) {
 			t.Fatalf("iteration %d (%d members, %d groups, %s): placements differ (-brute +plan):\n%s", iter, nw, groups, g.Policy, d)
 		}
 	}
+}
+
+// withHostPort makes the pod use the host's network with an sshd on port.
+func withHostPort(p *corev1.Pod, port int32) {
+	p.Spec.HostNetwork = true
+	p.Spec.Containers[0].Ports = append(p.Spec.Containers[0].Ports, corev1.ContainerPort{Name: "ssh", ContainerPort: port})
 }
 
 func randomCluster(rng *rand.Rand, n int) snapshot.Input {
@@ -115,6 +124,9 @@ func randomCluster(rng *rand.Rand, n int) snapshot.Input {
 		in.Topologies = append(in.Topologies, st.NRT(name, 1, zs...))
 		if rng.IntN(3) == 0 {
 			p := st.Pod("web", "busy-"+name, name, fmt.Sprintf("%dm", rng.IntN(zones*per*1000)), "", false)
+			if rng.IntN(3) == 0 {
+				withHostPort(p, 20000+int32(rng.IntN(3)))
+			}
 			if rng.IntN(3) == 0 {
 				p.Labels[v1alpha1.LabelPodGroup] = "other"
 				p.Annotations[v1alpha1.AnnotationExclusiveNodes] = fmt.Sprint(rng.IntN(2) == 0)

@@ -164,6 +164,7 @@ const (
 	KindPods      Kind = "pods"
 	KindExtended  Kind = "extended-resource"
 	KindNUMA      Kind = "numa"
+	KindPorts     Kind = "host-port"
 	KindNoNodes   Kind = "no-nodes"
 )
 
@@ -189,6 +190,8 @@ func (r *reason) text() string {
 		return "have no NUMA node with " + r.detail
 	case KindPods:
 		return "have no room for another pod"
+	case KindPorts:
+		return "have host port " + r.detail + " in use"
 	default:
 		return fmt.Sprintf("have insufficient %s", r.detail)
 	}

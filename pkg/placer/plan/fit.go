@@ -1,6 +1,7 @@
 package plan
 
 import (
+	"slices"
 	"strconv"
 
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -17,6 +18,8 @@ type nodeUse struct {
 	zoneCPUs []int
 	zoneMem  []int64
 	pinned   int
+	// ports are the host ports of the members placed on the node.
+	ports []snapshot.HostPort
 	// groups counts the gang's members on the node per task group (bound ones included).
 	groups  []groupCount
 	members int
@@ -100,6 +103,20 @@ func zoneFor(n *snapshot.Node, zones []snapshot.Zone, u *nodeUse, m *Member) (zo
 	return zone, largest
 }
 
+// portTaken returns the first of m's host ports that a pod on node n or a member the plan put
+// there holds.
+func portTaken(n *snapshot.Node, u *nodeUse, m *Member) (snapshot.HostPort, bool) {
+	for _, h := range m.HostPorts {
+		if n.HostPortInUse(h) {
+			return h, true
+		}
+		if u != nil && slices.Contains(u.ports, h) {
+			return h, true
+		}
+	}
+	return snapshot.HostPort{}, false
+}
+
 // fit checks whether member m fits node ni given the plan so far. It returns the zone index for
 // a pinned member (-1 for a shared one) and "" on success, or the kind of the first failure.
 func (p *planner) fit(ni int32, m *Member) (int, Kind) {
@@ -107,6 +124,9 @@ func (p *planner) fit(ni int32, m *Member) (int, Kind) {
 	u := p.use(ni)
 	if k := nodeFits(n, u, &m.Request); k != "" {
 		return -1, k
+	}
+	if _, taken := portTaken(n, u, m); taken {
+		return -1, KindPorts
 	}
 	if m.PinnedCPUs == 0 {
 		return -1, ""
@@ -131,6 +151,9 @@ func (p *planner) fitReason(ni int32, m *Member) *reason {
 		return &reason{kind: k, detail: firstScalarShort(n, u, &m.Request)}
 	default:
 		return &reason{kind: k, detail: string(k)}
+	}
+	if h, taken := portTaken(n, u, m); taken {
+		return &reason{kind: KindPorts, detail: h.String()}
 	}
 	if m.PinnedCPUs == 0 {
 		return nil

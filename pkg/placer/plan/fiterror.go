@@ -82,6 +82,8 @@ func hint(k Kind) string {
 		return "check the pod template's nodeSelector and node affinity against the node labels"
 	case KindExclusive:
 		return "those nodes are held for other HPC jobs: wait for them, or drop exclusiveNodes"
+	case KindPorts:
+		return "another pod on those nodes holds the port: wait for it to end, or use another port"
 	default:
 		return "wait for resources to free up or ask for less"
 	}

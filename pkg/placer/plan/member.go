@@ -24,6 +24,7 @@ func MemberFromPod(pod *corev1.Pod, group int, c *Constraints) Member {
 		Request:      snapshot.PodRequests(pod),
 		PinnedCPUs:   cpus,
 		PinnedMemory: mem,
+		HostPorts:    snapshot.HostPortsOf(pod),
 		Constraints:  c,
 		BoundNode:    pod.Spec.NodeName,
 	}

@@ -43,6 +43,9 @@ type Member struct {
 	// shared pool).
 	PinnedCPUs   int
 	PinnedMemory int64
+	// HostPorts are the ports the pod holds on its node's network: a node where a pod (or
+	// another member placed there) holds one of them does not fit.
+	HostPorts []snapshot.HostPort
 	// Constraints are the pod's node constraints. Members with the same pointer are filtered
 	// once; give identical constraints the same pointer.
 	Constraints *Constraints

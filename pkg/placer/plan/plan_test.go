@@ -371,3 +371,46 @@ func TestPodGang(t *testing.T) {
 		}
 	}
 }
+
+func TestPlanHostPorts(t *testing.T) {
+	in := st.Uniform("n", 2, 1, 9, 64)
+	sshd := st.Pod("hpc", "k-worker-0", "n-0000", "1", "", true)
+	withHostPort(sshd, 20000)
+	in.Pods = []*corev1.Pod{sshd}
+	s := snapshot.Build(in)
+	if !s.Nodes[0].HostPortInUse(snapshot.HostPort{Protocol: corev1.ProtocolTCP, Port: 20000}) ||
+		s.Nodes[0].HostPortInUse(snapshot.HostPort{Protocol: corev1.ProtocolUDP, Port: 20000}) {
+		t.Fatalf("node n-0000 host ports %v, want 20000/TCP only", s.Nodes[0].HostPorts)
+	}
+
+	// Two workers with the same port never share a node, nor join the pod holding it.
+	ms := workers(2, 1, 1)
+	for i := range ms {
+		ms[i].HostPorts = []snapshot.HostPort{{Protocol: corev1.ProtocolTCP, Port: 20000}}
+	}
+	_, err := Plan(s, &Gang{Key: "HPCJob hpc/j", Members: ms, Groups: 1, Policy: MostLoaded})
+	if err == nil || !strings.Contains(err.Error(), "have host port 20000/TCP in use") {
+		t.Errorf("two workers on port 20000 with one node free: error %v, want one naming the port", err)
+	}
+	ms[1].HostPorts = []snapshot.HostPort{{Protocol: corev1.ProtocolTCP, Port: 20001}}
+	res, err := Plan(s, &Gang{Key: "HPCJob hpc/j", Members: ms, Groups: 1, Policy: MostLoaded})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := nodesOf(res); !slices.Equal(got, []string{"n-0001/0", "n-0001/0"}) {
+		t.Errorf("placed on %v; want the port-20000 worker away from n-0000 and its group beside it", got)
+	}
+
+	// A pod reserved on the snapshot holds its ports for the next plan.
+	next := st.Pod("hpc", "j-worker-0", "n-0001", "1", "", true)
+	withHostPort(next, 20001)
+	if err := s.Reserve(next); err != nil {
+		t.Fatal(err)
+	}
+	if !s.Nodes[1].HostPortInUse(snapshot.HostPort{Protocol: corev1.ProtocolTCP, Port: 20001}) {
+		t.Errorf("reserved pod's port 20001 is not in use on n-0001: %v", s.Nodes[1].HostPorts)
+	}
+	if len(s.Capacity().Nodes[0].HostPorts) != 0 {
+		t.Errorf("an idle cluster holds host ports %v", s.Capacity().Nodes[0].HostPorts)
+	}
+}

@@ -58,6 +58,7 @@ type demandKey struct {
 	c                       *Constraints
 	cpu, mem, storage, pods int64
 	scalars                 string
+	ports                   string
 	pinnedCPUs              int
 	pinnedMem               int64
 	exclusive               bool
@@ -156,6 +157,14 @@ func (p *planner) demandOf(m *Member, exclusive bool) *demand {
 			b.WriteByte(';')
 		}
 		k.scalars = b.String()
+	}
+	if len(m.HostPorts) > 0 {
+		var b strings.Builder
+		for _, h := range m.HostPorts {
+			b.WriteString(h.String())
+			b.WriteByte(';')
+		}
+		k.ports = b.String()
 	}
 	d, ok := p.demands[k]
 	if !ok {
@@ -286,6 +295,7 @@ func (p *planner) chooseLauncher(m *Member) candidate {
 func (p *planner) place(c candidate, m *Member, member bool) Placement {
 	u := p.touch(c.node)
 	u.res.Add(&m.Request)
+	u.ports = append(u.ports, m.HostPorts...)
 	numa := -1
 	if c.zone >= 0 {
 		u.zoneCPUs[c.zone] += m.PinnedCPUs

@@ -104,6 +104,7 @@ func Build(in Input) *Snapshot {
 		if job, ok := JobOf(p); ok {
 			node.addJob(job)
 		}
+		node.addHostPorts(HostPortsOf(p))
 		if topos[i] == nil {
 			continue
 		}
@@ -213,8 +214,9 @@ func (t *nodeTopology) release(p *corev1.Pod) {
 }
 
 // Reserve records on the snapshot a pod just placed (spec.nodeName set, and for a pinned pod
-// the NUMA node annotation): its requests count on its node, its job on the node's job list,
-// and its pinned cores are held as an assumption on its NUMA node.
+// the NUMA node annotation): its requests count on its node, its job on the node's job list and
+// its host ports among the node's, and its pinned cores are held as an assumption on its NUMA
+// node.
 func (s *Snapshot) Reserve(p *corev1.Pod) error {
 	i, ok := s.NodeIndex(p.Spec.NodeName)
 	if !ok {
@@ -226,6 +228,7 @@ func (s *Snapshot) Reserve(p *corev1.Pod) error {
 	if job, ok := JobOf(p); ok {
 		node.addJob(job)
 	}
+	node.addHostPorts(HostPortsOf(p))
 	s.byLoad = [2][]int32{}
 	cpus, mem := PinnedDemand(p)
 	zones := s.Zones[node.ZoneStart:node.ZoneEnd]
@@ -253,7 +256,7 @@ func (s *Snapshot) Capacity() *Snapshot {
 	}
 	c := &Snapshot{Nodes: make([]Node, len(s.Nodes)), Zones: make([]Zone, len(s.Zones))}
 	for i, n := range s.Nodes {
-		n.Requested, n.Jobs = Resources{}, nil
+		n.Requested, n.Jobs, n.HostPorts = Resources{}, nil, nil
 		n.ExclusiveAvailable = n.exclusiveCapacity
 		c.Nodes[i] = n
 	}

@@ -58,6 +58,8 @@ type Node struct {
 	exclusiveCapacity int
 	// Jobs are the HPC jobs (HPCJobs and pod groups) with workers on the node, sorted by key.
 	Jobs []JobOnNode
+	// HostPorts are the ports the node's pods hold on its network, sorted.
+	HostPorts []HostPort
 	// Fingerprint and Generation identify the free-core map the node agent published.
 	Fingerprint string
 	Generation  int64

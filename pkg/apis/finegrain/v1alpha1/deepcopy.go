@@ -22,5 +22,6 @@ func (s *HPCJobStatus) DeepCopy() *HPCJobStatus {
 	out.StartTime = s.StartTime.DeepCopy()
 	out.CompletionTime = s.CompletionTime.DeepCopy()
 	out.LastRescaleTime = s.LastRescaleTime.DeepCopy()
+	out.LauncherCreationTime = s.LauncherCreationTime.DeepCopy()
 	return &out
 }

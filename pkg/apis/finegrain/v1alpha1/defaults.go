@@ -15,6 +15,18 @@ func SetDefaults(spec *HPCJobSpec) {
 	if spec.Gang.TimeoutSeconds == 0 {
 		spec.Gang.TimeoutSeconds = DefaultTimeoutSeconds
 	}
+	if spec.MPIImplementation == "" {
+		spec.MPIImplementation = OpenMPI
+	}
+	if spec.SSHAuthMountPath == "" {
+		spec.SSHAuthMountPath = DefaultSSHAuthMountPath
+	}
+	if spec.LauncherCreationPolicy == "" {
+		spec.LauncherCreationPolicy = WaitForWorkersReady
+	}
+	if spec.RunPolicy.CleanPodPolicy == "" {
+		spec.RunPolicy.CleanPodPolicy = CleanPodPolicyRunning
+	}
 	if spec.Elastic != nil && spec.Elastic.RescaleGapSeconds == 0 {
 		spec.Elastic.RescaleGapSeconds = DefaultRescaleGapSeconds
 	}

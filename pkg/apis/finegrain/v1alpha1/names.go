@@ -43,4 +43,7 @@ const (
 const (
 	DefaultTimeoutSeconds    = 300
 	DefaultRescaleGapSeconds = 60
+	// DefaultSSHAuthMountPath is where the job's SSH files are mounted: root's ~/.ssh, so that
+	// plain ssh finds the identity and the client config.
+	DefaultSSHAuthMountPath = "/root/.ssh"
 )

@@ -97,10 +97,21 @@ type HPCJobSpec struct {
 	// Elastic, when set, lets the placer start, shrink and expand the job between a minimum and
 	// a maximum number of workers.
 	Elastic *Elastic `json:"elastic,omitempty"`
+	// MPIImplementation decides the hostfile format and the launcher environment that make a
+	// bare mpirun use the hostfile and SSH; defaults to OpenMPI.
+	MPIImplementation MPIImplementation `json:"mpiImplementation,omitempty"`
+	// SSHAuthMountPath is where the job's SSH identity, authorized_keys and client config are
+	// mounted (read-only) in the launcher and every worker; defaults to /root/.ssh.
+	SSHAuthMountPath string `json:"sshAuthMountPath,omitempty"`
+	// LauncherCreationPolicy says when the launcher pod is created; defaults to
+	// WaitForWorkersReady.
+	LauncherCreationPolicy LauncherCreationPolicy `json:"launcherCreationPolicy,omitempty"`
+	// RunPolicy bounds the job's run and says what happens to its pods when it ends.
+	RunPolicy RunPolicy `json:"runPolicy,omitempty"`
 	// Launcher is the template of the pod that runs mpirun; it runs in the shared pool.
 	Launcher corev1.PodTemplateSpec `json:"launcher"`
 	// Worker is the template of every worker pod; the placer sets the first container's CPU and
-	// memory requests and limits from TaskResources.
+	// memory requests and limits from TaskResources, its SSH port, readiness probe and mounts.
 	Worker corev1.PodTemplateSpec `json:"worker"`
 }
 
@@ -128,6 +139,60 @@ type Elastic struct {
 	MaxReplicas int32 `json:"maxReplicas"`
 	// RescaleGapSeconds is the least time between two rescales of the job (default 60).
 	RescaleGapSeconds int32 `json:"rescaleGapSeconds,omitempty"`
+}
+
+// MPIImplementation is the MPI library the job's launcher and workers run.
+type MPIImplementation string
+
+// MPI implementations.
+const (
+	// OpenMPI: hostfile lines "host slots=N", mpirun configured through OMPI_MCA_* variables.
+	OpenMPI MPIImplementation = "OpenMPI"
+	// MPICH: hostfile lines "host:N", Hydra's mpiexec configured through HYDRA_* variables.
+	MPICH MPIImplementation = "MPICH"
+)
+
+// LauncherCreationPolicy says when the launcher pod is created.
+type LauncherCreationPolicy string
+
+// Launcher creation policies, as MPI Operator names them.
+const (
+	// WaitForWorkersReady creates the launcher once every worker is Ready (its sshd accepts
+	// connections), so mpirun never dials a worker that is still starting.
+	WaitForWorkersReady LauncherCreationPolicy = "WaitForWorkersReady"
+	// AtStartup creates the launcher together with the workers.
+	AtStartup LauncherCreationPolicy = "AtStartup"
+)
+
+// CleanPodPolicy says which pods are deleted when a job ends.
+type CleanPodPolicy string
+
+// Clean pod policies, with MPI Operator's meanings.
+const (
+	// CleanPodPolicyRunning deletes the pods still running (the workers, and a launcher still
+	// running when the job failed); an ended launcher stays for its logs.
+	CleanPodPolicyRunning CleanPodPolicy = "Running"
+	// CleanPodPolicyAll deletes every pod of the job, the launcher included.
+	CleanPodPolicyAll CleanPodPolicy = "All"
+	// CleanPodPolicyNone deletes nothing: running workers keep their pinned CPUs until the job
+	// is deleted.
+	CleanPodPolicyNone CleanPodPolicy = "None"
+)
+
+// RunPolicy bounds a job's run.
+type RunPolicy struct {
+	// CleanPodPolicy defaults to Running.
+	CleanPodPolicy CleanPodPolicy `json:"cleanPodPolicy,omitempty"`
+	// TTLSecondsAfterFinished, when set, deletes the job (and with it its pods, Secret,
+	// ConfigMap and Service) that long after it ended.
+	TTLSecondsAfterFinished *int32 `json:"ttlSecondsAfterFinished,omitempty"`
+	// ActiveDeadlineSeconds, when set, fails a job still running that long after its workers
+	// were bound.
+	ActiveDeadlineSeconds *int64 `json:"activeDeadlineSeconds,omitempty"`
+	// BackoffLimit is how many times a failed run is retried: a launcher that failed is created
+	// again on the same workers, a worker that failed or vanished restarts the whole job.
+	// Defaults to 0 (no retry).
+	BackoffLimit *int32 `json:"backoffLimit,omitempty"`
 }
 
 // Phase is where a job is in its life.
@@ -160,8 +225,13 @@ type HPCJobStatus struct {
 	StartTime      *metav1.Time `json:"startTime,omitempty"`
 	CompletionTime *metav1.Time `json:"completionTime,omitempty"`
 	// LastRescaleTime is when an elastic job last changed size.
-	LastRescaleTime    *metav1.Time `json:"lastRescaleTime,omitempty"`
-	ObservedGeneration int64        `json:"observedGeneration,omitempty"`
+	LastRescaleTime *metav1.Time `json:"lastRescaleTime,omitempty"`
+	// LauncherCreationTime is when the launcher pod of the current run was created; unset while
+	// the launcher waits for the workers.
+	LauncherCreationTime *metav1.Time `json:"launcherCreationTime,omitempty"`
+	// Restarts counts the retries spent from runPolicy.backoffLimit.
+	Restarts           int32 `json:"restarts,omitempty"`
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 }
 
 // WorkerPlacement is one worker's binding.

@@ -3,6 +3,7 @@ package v1alpha1
 import (
 	"fmt"
 	"math"
+	"path"
 	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
@@ -35,6 +36,7 @@ func Validate(job *HPCJob) field.ErrorList {
 	errs = append(errs, validateEnums(spec, sp)...)
 	errs = append(errs, validateResources(spec, sp.Child("taskResources"))...)
 	errs = append(errs, validateGang(spec, sp)...)
+	errs = append(errs, validateMPI(spec, sp)...)
 	errs = append(errs, validateTemplate(&spec.Worker, sp.Child("worker"))...)
 	errs = append(errs, validateTemplate(&spec.Launcher, sp.Child("launcher"))...)
 	if len(errs) == 0 {
@@ -149,6 +151,44 @@ func validateGang(spec *HPCJobSpec, sp *field.Path) field.ErrorList {
 	return errs
 }
 
+func validateMPI(spec *HPCJobSpec, sp *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	switch spec.MPIImplementation {
+	case OpenMPI, MPICH:
+	default:
+		errs = append(errs, field.NotSupported(sp.Child("mpiImplementation"), spec.MPIImplementation,
+			[]MPIImplementation{OpenMPI, MPICH}))
+	}
+	switch spec.LauncherCreationPolicy {
+	case WaitForWorkersReady, AtStartup:
+	default:
+		errs = append(errs, field.NotSupported(sp.Child("launcherCreationPolicy"), spec.LauncherCreationPolicy,
+			[]LauncherCreationPolicy{WaitForWorkersReady, AtStartup}))
+	}
+	if p := spec.SSHAuthMountPath; !path.IsAbs(p) || path.Clean(p) != p || p == "/" {
+		errs = append(errs, field.Invalid(sp.Child("sshAuthMountPath"), p,
+			"must be a clean absolute directory path other than /, such as /root/.ssh or /home/mpiuser/.ssh"))
+	}
+	rp := sp.Child("runPolicy")
+	r := &spec.RunPolicy
+	switch r.CleanPodPolicy {
+	case CleanPodPolicyRunning, CleanPodPolicyAll, CleanPodPolicyNone:
+	default:
+		errs = append(errs, field.NotSupported(rp.Child("cleanPodPolicy"), r.CleanPodPolicy,
+			[]CleanPodPolicy{CleanPodPolicyRunning, CleanPodPolicyAll, CleanPodPolicyNone}))
+	}
+	if t := r.TTLSecondsAfterFinished; t != nil && *t < 0 {
+		errs = append(errs, field.Invalid(rp.Child("ttlSecondsAfterFinished"), *t, "must not be negative"))
+	}
+	if d := r.ActiveDeadlineSeconds; d != nil && *d < 1 {
+		errs = append(errs, field.Invalid(rp.Child("activeDeadlineSeconds"), *d, "must be at least 1 second"))
+	}
+	if b := r.BackoffLimit; b != nil && *b < 0 {
+		errs = append(errs, field.Invalid(rp.Child("backoffLimit"), *b, "must not be negative"))
+	}
+	return errs
+}
+
 func validateTemplate(t *corev1.PodTemplateSpec, tp *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	ps := tp.Child("spec")
@@ -199,5 +239,8 @@ func LauncherName(job string) string { return job + "-launcher" }
 // ServiceName is the headless Service giving the workers stable DNS names.
 func ServiceName(job string) string { return job + "-workers" }
 
-// HostfileName is the ConfigMap holding the hostfile.
+// HostfileName is the ConfigMap holding the hostfile and the SSH client configuration.
 func HostfileName(job string) string { return job + "-hostfile" }
+
+// SSHSecretName is the Secret holding the job's SSH key pair.
+func SSHSecretName(job string) string { return job + "-ssh" }
