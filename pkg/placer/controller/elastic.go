@@ -71,21 +71,29 @@ func (c *Controller) higherWaiting(prio int32) bool {
 	return false
 }
 
+// runningJob returns a job, decoded, and its status when it is running.
+func (c *Controller) runningJob(ns, name string) (*unstructured.Unstructured, *v1alpha1.HPCJob, *v1alpha1.HPCJobStatus, bool) {
+	u, ok := c.jobObject(ns, name)
+	if !ok {
+		return nil, nil, nil, false
+	}
+	job, err := decodeJob(u)
+	if err != nil {
+		return nil, nil, nil, false
+	}
+	st := c.statusOf(ns+"/"+name, job)
+	return u, job, st, st.Phase == v1alpha1.PhaseRunning
+}
+
 // attemptExpand places the workers a running job still lacks (a gang started with
 // minAvailable) or, for an elastic job, as many new workers as fit up to maxReplicas.
 func (c *Controller) attemptExpand(ctx context.Context, e *queue.Entry, now time.Time) {
 	ns, name := splitKey(strings.TrimPrefix(e.Key, expandPrefix+"HPCJob "))
-	u, ok := c.jobObject(ns, name)
-	var job *v1alpha1.HPCJob
-	var err error
-	if ok {
-		job, err = decodeJob(u)
-	}
-	if !ok || err != nil || c.statusOf(ns+"/"+name, job).Phase != v1alpha1.PhaseRunning {
+	u, job, st, ok := c.runningJob(ns, name)
+	if !ok {
 		c.queue.Remove(e.Key)
 		return
 	}
-	st := c.statusOf(ns+"/"+name, job)
 	workers, deleting := c.liveWorkers(job, now)
 	el := job.Spec.Elastic
 	if deleting > 0 || (el != nil && (!rescaleDue(job, st, now) || c.higherWaiting(job.Spec.Priority))) {
@@ -130,6 +138,7 @@ func (c *Controller) attemptExpand(ctx context.Context, e *queue.Entry, now time
 	var g *plan.Gang
 	var fresh []*corev1.Pod
 	var res *plan.Result
+	var err error
 	if len(waiting) > 0 {
 		g, fresh, res, err = try(0)
 	} else if el != nil {

@@ -286,18 +286,8 @@ func (c *Controller) runFailed(ctx context.Context, u *unstructured.Unstructured
 // of the job's workers.
 func (c *Controller) attemptLauncher(ctx context.Context, e *queue.Entry, now time.Time) {
 	ns, name := splitKey(strings.TrimPrefix(e.Key, launcherPrefix+"HPCJob "))
-	u, ok := c.jobObject(ns, name)
-	var job *v1alpha1.HPCJob
-	var err error
-	if ok {
-		job, err = decodeJob(u)
-	}
-	if !ok || err != nil {
-		c.queue.Remove(e.Key)
-		return
-	}
-	st := c.statusOf(ns+"/"+name, job)
-	if st.Phase != v1alpha1.PhaseRunning || st.LauncherCreationTime != nil {
+	u, job, st, ok := c.runningJob(ns, name)
+	if !ok || st.LauncherCreationTime != nil {
 		c.queue.Remove(e.Key)
 		return
 	}
