@@ -236,6 +236,17 @@ func (c *Controller) syncLauncher(ctx context.Context, u *unstructured.Unstructu
 	case launcher.DeletionTimestamp != nil:
 		// A retry's launcher still going away; its successor follows.
 		return false
+	case st.LauncherCreationTime == nil && launcher.Status.Phase == corev1.PodFailed:
+		// The failed launcher of the try before a retry, not yet deleted.
+		zero := int64(0)
+		c.deletePods(ctx, []*corev1.Pod{launcher}, &zero)
+		return false
+	case st.LauncherCreationTime == nil && c.inflight[lkey] == nil:
+		// A launcher whose creation the status does not record (its write was lost).
+		st.LauncherCreationTime = &metav1.Time{Time: launcher.CreationTimestamp.Time}
+		c.writeStatus(ctx, u, st)
+	}
+	switch {
 	case launcher.Status.Phase == corev1.PodSucceeded:
 		c.finishJob(ctx, u, job, st, v1alpha1.PhaseSucceeded, ReasonCompleted, "the launcher exited 0")
 		return true
