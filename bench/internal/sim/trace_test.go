@@ -43,6 +43,8 @@ func TestDecodeTraceFormats(t *testing.T) {
 		Tasks: 6, Profile: v1alpha1.ProfileCPU, Granularity: v1alpha1.GranularityNone, Workers: 2,
 		TaskResources: v1alpha1.TaskResources{CPU: resource.MustParse("1"), Memory: resource.MustParse("1Gi")},
 		Placement:     v1alpha1.LeastLoaded, Gang: v1alpha1.GangPolicy{TimeoutSeconds: v1alpha1.DefaultTimeoutSeconds},
+		MPIImplementation: v1alpha1.OpenMPI, SSHAuthMountPath: v1alpha1.DefaultSSHAuthMountPath,
+		LauncherCreationPolicy: v1alpha1.WaitForWorkersReady, RunPolicy: v1alpha1.RunPolicy{CleanPodPolicy: v1alpha1.CleanPodPolicyRunning},
 	}}
 	if diff := cmp.Diff(want, jobs[2]); diff != "" {
 		t.Errorf("job c (-want +got):\n%s", diff)
