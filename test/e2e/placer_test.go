@@ -112,7 +112,9 @@ func freeCores(t *testing.T, c *framework.Cluster) int {
 }
 
 // testJob is a network-bound job of tasks 1-CPU tasks: one worker holding every task, on one
-// NUMA node. Its pods idle; they use the host's network like every pod of the local cluster.
+// NUMA node. Its pods idle (the worker image runs no sshd, so its workers never become Ready and
+// the launcher is created with them, AtStartup); they use the host's network like every pod of
+// the local cluster.
 func testJob(name string, tasks int) *v1alpha1.HPCJob {
 	pod := func(ctr string) corev1.PodTemplateSpec {
 		return corev1.PodTemplateSpec{Spec: corev1.PodSpec{
@@ -125,7 +127,7 @@ func testJob(name string, tasks int) *v1alpha1.HPCJob {
 		TypeMeta:   metav1.TypeMeta{APIVersion: v1alpha1.GroupVersion.String(), Kind: v1alpha1.Kind},
 		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: v1alpha1.HPCJobSpec{
-			Tasks: int32(tasks), Profile: v1alpha1.ProfileNetwork,
+			Tasks: int32(tasks), Profile: v1alpha1.ProfileNetwork, LauncherCreationPolicy: v1alpha1.AtStartup,
 			TaskResources: v1alpha1.TaskResources{CPU: resource.MustParse("1"), Memory: resource.MustParse("32Mi")},
 			Gang:          v1alpha1.GangPolicy{TimeoutSeconds: 30},
 			Launcher:      pod("mpirun"),
