@@ -137,7 +137,7 @@ for d in "${DAEMONS[@]}"; do
 done
 [ "$was_up" = 1 ] && log "stopping the cluster" || log "no cluster daemon runs; checking that nothing is left"
 
-stop_daemons 20 kube-controller-manager kube-scheduler kubelet
+stop_daemons 20 kube-controller-manager kube-scheduler kubelet coredns
 kill_containers
 remove_runtime_objects
 stop_daemons 15 containerd

@@ -1,6 +1,7 @@
 # Shared settings and helpers of the local cluster scripts (up.sh, down.sh, e2e.sh, demo.sh).
 # Sourced, not run. The cluster is a machine-wide singleton: one node named after the host, every
-# listener on 127.0.0.1, state under $CLUSTER_DIR and $RUN_DIR, one lock serialising the scripts.
+# listener on loopback (127.0.0.1; the cluster DNS on its own $CLUSTER_DNS), state under
+# $CLUSTER_DIR and $RUN_DIR, one lock serialising the scripts.
 
 FG_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 CLUSTER_DIR="${FINEGRAIN_CLUSTER_DIR:-/var/lib/finegrain-cluster}"
@@ -20,10 +21,22 @@ API_PORT=6443
 # could shadow a network this machine or its neighbours use.
 SERVICE_CIDR=198.51.100.0/24
 PAUSE_IMAGE=localhost/finegrain-pause:dev
+# The cluster DNS (CoreDNS, hack/coredns) listens on port 53 of a loopback address of its own,
+# which hostNetwork pods share with the host: not 127.0.0.1, where a resolver of the machine
+# (dnsmasq, a caching stub) may already hold port 53, nor 127.0.0.53/54 (systemd-resolved),
+# 127.0.1.1 (Debian's address for the host name) or 127.0.53.53 (ICANN's name-collision
+# warning). Every 127.0.0.0/8 address is local on Linux without configuring it. Its health and
+# readiness endpoints are on the same address, on ports no other cluster component uses.
+CLUSTER_DNS=127.10.0.53
+CLUSTER_DOMAIN=cluster.local
+CLUSTER_DNS_HEALTH_PORT=10053
+CLUSTER_DNS_READY_PORT=10054
 # Paths the kubelet and containerd write outside the cluster's directories.
 OUTSIDE_PATHS=(/var/lib/kubelet /var/log/containers /run/containerd)
-# Daemons in start order; down.sh stops them in reverse, the kubelet first.
-DAEMONS=(etcd kube-apiserver kube-controller-manager kube-scheduler containerd kubelet)
+# Daemons in start order; down.sh stops the node and the API server's clients first (the
+# kubelet, kube-controller-manager, kube-scheduler, coredns), then containerd, kube-apiserver
+# and etcd.
+DAEMONS=(etcd kube-apiserver coredns kube-controller-manager kube-scheduler containerd kubelet)
 
 log() { echo "cluster: $*" >&2; }
 die() {
@@ -54,13 +67,15 @@ take_lock() {
 }
 
 # proc_start_time PID: the process's start time in clock ticks (field 22 of /proc/PID/stat),
-# which tells a live daemon from an unrelated process that reused its PID.
+# which tells a live daemon from an unrelated process that reused its PID. A zombie (killed, not
+# yet reaped by PID 1) counts as gone.
 proc_start_time() {
   local stat
   stat="$(cat "/proc/$1/stat" 2>/dev/null)" || return 1
   stat="${stat##*) }"
   # After the command name, field 3 (state) is the first: start time is field 22.
   set -- $stat
+  [ "$1" != Z ] || return 1
   echo "${20}"
 }
 
@@ -156,6 +171,18 @@ kube_bin() {
   "$FG_ROOT/hack/k8s/build.sh"
 }
 
+# coredns_bin: the same for the cluster DNS server (a cold build takes a minute or two).
+coredns_bin() {
+  "$FG_ROOT/hack/coredns/build.sh"
+}
+
+# dns_ready: CoreDNS answers on its readiness endpoint (200 once its kubernetes plugin has
+# listed Services, EndpointSlices and Namespaces); a stopped process fails it in 2 s instead of
+# hanging the caller.
+dns_ready() {
+  curl -sf --noproxy '*' --max-time 2 "http://$CLUSTER_DNS:$CLUSTER_DNS_READY_PORT/ready"
+}
+
 # cluster_up: true when every daemon of a started cluster still runs.
 cluster_up() {
   local d
@@ -175,12 +202,32 @@ ctr_k8s() {
 }
 
 # import_images: import every image archive hack/images/build.sh wrote into the cluster's
-# containerd.
+# containerd, except one whose image containerd already holds complete and unpacked under the
+# same name and manifest digest (re-importing the 300 MB MPI image costs seconds every time).
 import_images() {
-  local tar
+  local tar ref
   for tar in "$FG_ROOT"/_output/images/*.tar; do
     [ -e "$tar" ] || die "no image archives in $FG_ROOT/_output/images; run make images"
+    ref="$(archive_image "$tar")"
+    if [ -n "$ref" ] && image_present $ref; then
+      continue
+    fi
     ctr_k8s images import "$tar" >/dev/null ||
       die "ctr could not import $tar into the cluster's containerd ($CONTAINERD_SOCK)"
   done
+}
+
+# archive_image TAR: print "NAME DIGEST", the image name and manifest digest in the index.json of
+# an archive written by hack/images/ocibuild (it comes second, so tar stops reading early);
+# nothing when the index is not of that shape.
+archive_image() {
+  tar -xOf "$1" --occurrence=1 index.json 2>/dev/null |
+    sed -n 's/.*"digest":"\(sha256:[0-9a-f]\{64\}\)".*"io.containerd.image.name":"\([^"]*\)".*/\2 \1/p' || true
+}
+
+# image_present NAME DIGEST: containerd has image NAME at manifest DIGEST with all its content
+# and unpacked into its snapshotter.
+image_present() {
+  ctr_k8s images check "name==$1" 2>/dev/null |
+    awk -v d="$2" 'NR > 1 && $3 == d && $4 == "complete" && $NF == "true" { found = 1 } END { exit !found }'
 }

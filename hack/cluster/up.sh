@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# Brings up the local single-node Kubernetes cluster: etcd, kube-apiserver,
-# kube-controller-manager, kube-scheduler, containerd (Debian's 1.6, or 2.x with NRI) and a
-# kubelet, all on 127.0.0.1, with the images from hack/images imported. Idempotent: a healthy cluster is left as it is; a broken
-# one is torn down and started afresh.
+# Brings up the local single-node Kubernetes cluster: etcd, kube-apiserver, the cluster DNS
+# (CoreDNS from hack/coredns, on $CLUSTER_DNS:53), kube-controller-manager, kube-scheduler,
+# containerd (Debian's 1.6, or 2.x with NRI) and a kubelet, all on loopback, with the images
+# from hack/images imported. Idempotent: a healthy cluster is left as it is; a broken one, or one
+# lacking a daemon this tree starts (one brought up by an older tree), is torn down and started
+# afresh.
 #
 # Environment:
 #   KUBELET_CPU_POLICY   none (default; finegrain's agent pins) or static (the kubelet pins,
@@ -71,6 +73,14 @@ check_ports() {
     owner="$(ss -Htlnp "sport = :$port" 2>/dev/null | head -n 1)"
     [ -z "$owner" ] || die "port $port, which the cluster needs on 127.0.0.1, is in use: $owner"
   done
+  # The cluster DNS clashes only with sockets on its own address or on a wildcard one: port 53
+  # on 127.0.0.53 (systemd-resolved) or on the LAN address of a local resolver is no obstacle.
+  for port in 53 "$CLUSTER_DNS_HEALTH_PORT" "$CLUSTER_DNS_READY_PORT"; do
+    owner="$(ss -Htulnp "sport = :$port" 2>/dev/null |
+      awk -v ours="$CLUSTER_DNS" '{ a = $5; sub(/:[0-9]+$/, "", a); sub(/%.*/, "", a)
+        if (a == ours || a == "0.0.0.0" || a == "*" || a == "[::]") { print; exit } }')"
+    [ -z "$owner" ] || die "port $port, which the cluster DNS needs on $CLUSTER_DNS, is taken: $owner"
+  done
 }
 
 # issue NAME CN ORG USAGE [SANS]: a key and a certificate signed by the cluster CA.
@@ -103,6 +113,7 @@ make_pki() {
   issue admin finegrain-admin system:masters clientAuth
   issue kube-controller-manager system:kube-controller-manager "" clientAuth
   issue kube-scheduler system:kube-scheduler "" clientAuth
+  issue coredns system:coredns "" clientAuth
   issue kubelet "system:node:$NODE_NAME" system:nodes clientAuth
   issue kubelet-serving "$NODE_NAME" "" serverAuth "DNS:$NODE_NAME,DNS:localhost,IP:127.0.0.1"
   openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "$PKI/service-account.key" 2>/dev/null
@@ -117,11 +128,12 @@ render() {
 write_configs() {
   local user
   export CLUSTER_DIR RUN_DIR PKI API_PORT CONTAINERD_SOCK PAUSE_IMAGE KUBELET_CPU_POLICY KUBELET_RESERVED_CPUS
+  export SERVICE_CIDR CLUSTER_DNS CLUSTER_DOMAIN CLUSTER_DNS_HEALTH_PORT CLUSTER_DNS_READY_PORT
   export CONTAINERD_BIN NRI_SOCK NRI_VALIDATOR=false NRI_REQUIRED_PLUGINS=""
   if [ "$NRI_FAIL_CLOSED" = 1 ]; then
     NRI_VALIDATOR=true NRI_REQUIRED_PLUGINS='"finegrain"'
   fi
-  for user in admin kube-controller-manager kube-scheduler kubelet; do
+  for user in admin kube-controller-manager kube-scheduler kubelet coredns; do
     KUBECONFIG_USER="$user" render kubeconfig.tmpl "$CLUSTER_DIR/$user.kubeconfig"
   done
   mkdir -p "$CLUSTER_DIR/cni/net.d" "$CLUSTER_DIR/cni/bin" "$RUN_DIR/containerd" "$KUBELET_ROOT" "$CLUSTER_DIR/pod-logs"
@@ -133,6 +145,7 @@ write_configs() {
     render containerd.toml.tmpl "$CLUSTER_DIR/containerd.toml"
   fi
   render kubelet.yaml.tmpl "$CLUSTER_DIR/kubelet.yaml"
+  render Corefile.tmpl "$CLUSTER_DIR/Corefile"
 }
 
 # record_outside_paths: remember which paths outside the cluster directories existed before, so
@@ -147,6 +160,13 @@ record_outside_paths() {
 
 curl_api() {
   curl -sf --cacert "$PKI/ca.crt" --cert "$PKI/admin.crt" --key "$PKI/admin.key" "https://127.0.0.1:$API_PORT$1"
+}
+
+# apply_dns_rbac: what CoreDNS's identity may read; kubectl apply leaves it as it is when nothing
+# changed.
+apply_dns_rbac() {
+  "$KUBE_BIN/kubectl" --kubeconfig "$ADMIN_KUBECONFIG" apply -f "$FG_ROOT/hack/cluster/config/coredns-rbac.yaml" >/dev/null ||
+    die "kubectl could not apply hack/cluster/config/coredns-rbac.yaml (CoreDNS's permissions)"
 }
 
 start_control_plane() {
@@ -177,6 +197,11 @@ start_control_plane() {
     --allow-privileged=true --anonymous-auth=false --profiling=false --v=1
   wait_for "kube-apiserver /readyz" 90 kube-apiserver curl_api /readyz
 
+  # Its permissions first, or its first lists would be refused and retried after a back-off.
+  log "starting coredns on $CLUSTER_DNS:53"
+  apply_dns_rbac
+  start_daemon coredns "$COREDNS_BIN/coredns" -conf "$CLUSTER_DIR/Corefile"
+
   local common=(--bind-address 127.0.0.1 --leader-elect=false --profiling=false --v=1)
   log "starting kube-controller-manager and kube-scheduler"
   start_daemon kube-controller-manager "$KUBE_BIN/kube-controller-manager" "${common[@]}" \
@@ -191,6 +216,7 @@ start_control_plane() {
     --kubeconfig "$CLUSTER_DIR/kube-scheduler.kubeconfig" \
     --authentication-kubeconfig "$CLUSTER_DIR/kube-scheduler.kubeconfig" \
     --authorization-kubeconfig "$CLUSTER_DIR/kube-scheduler.kubeconfig"
+  wait_for "coredns /ready" 30 coredns dns_ready
 }
 
 start_node() {
@@ -242,6 +268,9 @@ LOG_DIR=$LOG_DIR
 CONTAINERD_SOCK=$CONTAINERD_SOCK
 API_SERVER=https://127.0.0.1:$API_PORT
 KUBELET_URL=https://127.0.0.1:10250
+CLUSTER_DNS=$CLUSTER_DNS
+CLUSTER_DOMAIN=$CLUSTER_DOMAIN
+COREDNS_BIN=$COREDNS_BIN
 EOF
 }
 
@@ -251,6 +280,7 @@ print_summary() {
 cluster: $1 (node $NODE_NAME, kubelet cpu-manager-policy $KUBELET_CPU_POLICY, $(containerd --version | awk '{ print $1, $3 }')${NRI_SOCK:+, NRI $NRI_SOCK})
   kubeconfig: $ADMIN_KUBECONFIG
   kubectl:    $KUBE_BIN/kubectl
+  dns:        $CLUSTER_DNS:53 ($CLUSTER_DOMAIN; pods with dnsPolicy ClusterFirstWithHostNet)
   logs:       $LOG_DIR/{$(IFS=,; echo "${DAEMONS[*]}")}.log
   pod logs:   $CLUSTER_DIR/pod-logs
   use it:     export KUBECONFIG=$ADMIN_KUBECONFIG PATH=$KUBE_BIN:\$PATH
@@ -270,22 +300,33 @@ if cluster_up; then
   KUBE_BIN="$(cluster_setting KUBE_BIN)"
   CONTAINERD_BIN="$(cluster_setting CONTAINERD_BIN)"
   [ -z "$CONTAINERD_BIN" ] || PATH="$CONTAINERD_BIN:$PATH"
-  if curl_api /readyz >/dev/null && node_ready; then
+  if ! curl_api /readyz >/dev/null; then
+    unhealthy="kube-apiserver is not ready"
+  elif ! node_ready; then
+    unhealthy="node $NODE_NAME is not Ready"
+  elif ! dns_ready >/dev/null; then
+    unhealthy="coredns is not ready on $CLUSTER_DNS:$CLUSTER_DNS_READY_PORT"
+  else
+    apply_dns_rbac
     log "already up; importing the tree's current images"
     "$FG_ROOT/hack/images/build.sh" || die "could not build the images (hack/images/build.sh)"
     import_images
     print_summary "already up"
     exit 0
   fi
-  log "the cluster's processes run but it is not healthy; restarting it"
+  log "the cluster's processes run but it is not healthy ($unhealthy); restarting it"
 fi
 if [ -e "$CLUSTER_ENV" ] || [ -d "$PID_DIR" ]; then
-  log "cleaning up what a previous cluster left"
+  # A cluster brought up by an older tree lacks the daemons it did not know (coredns).
+  stopped=()
+  for d in "${DAEMONS[@]}"; do daemon_pid "$d" >/dev/null || stopped+=("$d"); done
+  log "cleaning up what a previous cluster left${stopped[*]:+ (not running: ${stopped[*]})}"
   "$FG_ROOT/hack/cluster/down.sh"
 fi
 check_ports
 
 KUBE_BIN="$(kube_bin)" || die "could not build the Kubernetes binaries (hack/k8s/build.sh)"
+COREDNS_BIN="$(coredns_bin)" || die "could not build CoreDNS (hack/coredns/build.sh)"
 CONTAINERD_BIN=""
 if [ "$CONTAINERD" = 2 ]; then
   CONTAINERD_BIN="$("$FG_ROOT/hack/cluster/containerd2.sh")" || die "could not build containerd 2 (hack/cluster/containerd2.sh)"
