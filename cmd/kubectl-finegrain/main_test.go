@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -18,6 +19,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/cpuset"
 
+	"github.com/finegrain-dev/finegrain/pkg/apis/finegrain/v1alpha1"
 	"github.com/finegrain-dev/finegrain/pkg/inspect"
 	"github.com/finegrain-dev/finegrain/pkg/policy"
 	"github.com/finegrain-dev/finegrain/pkg/report"
@@ -74,11 +76,14 @@ var testNow = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 
 func fakeCluster(objs ...runtime.Object) env {
 	client := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{
-		nrt.GroupVersionResource: "NodeResourceTopologyList",
-		nodesResource:            "NodeList",
+		nrt.GroupVersionResource:      "NodeResourceTopologyList",
+		nodesResource:                 "NodeList",
+		v1alpha1.GroupVersionResource: "HPCJobList",
+		podsResource:                  "PodList",
 	}, objs...)
 	return env{
 		client: func(clientcmd.ClientConfig) (dynamic.Interface, error) { return client, nil },
+		exec:   func(clientcmd.ClientConfig) (podExec, error) { return nil, errors.New("no exec in this test") },
 		now:    func() time.Time { return testNow },
 	}
 }

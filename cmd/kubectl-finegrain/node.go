@@ -17,18 +17,7 @@ import (
 func runNode(client dynamic.Interface, opts options, stdout io.Writer) error {
 	ctx, cancel := context.WithTimeout(context.Background(), opts.timeout)
 	defer cancel()
-	u, err := client.Resource(nrt.GroupVersionResource).Get(ctx, opts.node, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return fmt.Errorf("node %s has no NodeResourceTopology (%w); is finegrain's node agent running there? kubectl finegrain nodes lists the nodes that have one", opts.node, err)
-	}
-	if err != nil {
-		return explain(fmt.Errorf("read NodeResourceTopology %s: %w", opts.node, err))
-	}
-	o, err := nrt.FromUnstructured(u)
-	if err != nil {
-		return err
-	}
-	v, err := inspect.FromNRT(o)
+	v, err := nodePins(ctx, client, opts.name)
 	if err != nil {
 		return err
 	}
@@ -38,4 +27,20 @@ func runNode(client dynamic.Interface, opts options, stdout io.Writer) error {
 		return enc.Encode(v)
 	}
 	return inspect.WriteTable(stdout, v, opts.now())
+}
+
+// nodePins reads the pins view of a node from its NodeResourceTopology object.
+func nodePins(ctx context.Context, client dynamic.Interface, node string) (inspect.Pins, error) {
+	u, err := client.Resource(nrt.GroupVersionResource).Get(ctx, node, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return inspect.Pins{}, fmt.Errorf("node %s has no NodeResourceTopology (%w); is finegrain's node agent running there? kubectl finegrain nodes lists the nodes that have one", node, err)
+	}
+	if err != nil {
+		return inspect.Pins{}, explain(fmt.Errorf("read NodeResourceTopology %s: %w", node, err))
+	}
+	o, err := nrt.FromUnstructured(u)
+	if err != nil {
+		return inspect.Pins{}, err
+	}
+	return inspect.FromNRT(o)
 }

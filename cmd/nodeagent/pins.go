@@ -7,7 +7,10 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"time"
+
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/finegrain-dev/finegrain/pkg/checkpoint"
 	"github.com/finegrain-dev/finegrain/pkg/inspect"
@@ -18,6 +21,7 @@ import (
 
 const pinsUsage = `usage: nodeagent pins [--endpoint URL | --checkpoint FILE [--sysfs-root DIR]
                       [--min-shared-cpus N] [--allow-split-cores]] [-o table|json]
+       nodeagent pins --processes [--pod NAMESPACE/NAME]... [--endpoint URL] [-o table|json]
 
 Prints who holds which CPUs on this node: every pinned container's exclusive CPUs, memory node
 and NUMA node, the containers in the shared pool and the shared pool itself, and each NUMA node's
@@ -27,6 +31,13 @@ By default it asks the running node agent's inspection endpoint (URL, GET /pins)
 file names pods by UID only, DIR is the machine it was written on, and N and --allow-split-cores
 must be the agent's settings for "available" to match. The JSON form is a public contract
 (docs/interfaces.md).
+
+With --processes it prints what runs in the pinned containers instead (GET /processes): every
+process the agent finds in their cgroups, with its PID on the host, its MPI rank where its
+environment names one (OMPI_COMM_WORLD_RANK, PMIX_RANK or PMI_RANK), its name and the CPUs and
+memory nodes it may use. --pod (repeatable) keeps the containers of those pods. The agent reads
+a bounded number of processes per container and per listing (the table's first line says how
+many); a container with more shows how many it holds.
 `
 
 // pinsOptions are the parsed flags of `nodeagent pins`.
@@ -38,6 +49,28 @@ type pinsOptions struct {
 	allowSplitCores bool
 	timeout         time.Duration
 	output          outputFormat
+	processes       bool
+	pods            podList
+}
+
+// podList is the value of the repeatable --pod flag.
+type podList []types.NamespacedName
+
+func (l *podList) String() string {
+	names := make([]string, len(*l))
+	for i, p := range *l {
+		names[i] = p.String()
+	}
+	return strings.Join(names, ",")
+}
+
+func (l *podList) Set(v string) error {
+	p, err := inspect.ParsePodName(v)
+	if err != nil {
+		return err
+	}
+	*l = append(*l, p)
+	return nil
 }
 
 func parsePinsFlags(args []string, stderr io.Writer) (pinsOptions, error) {
@@ -54,6 +87,8 @@ func parsePinsFlags(args []string, stderr io.Writer) (pinsOptions, error) {
 	fs.IntVar(&opts.minSharedCPUs, "min-shared-cpus", 1, "with --checkpoint: the agent's minimum shared pool")
 	fs.BoolVar(&opts.allowSplitCores, "allow-split-cores", false, "with --checkpoint: the agent lets requests split physical cores")
 	fs.DurationVar(&opts.timeout, "timeout", 5*time.Second, "how long to wait for the endpoint")
+	fs.BoolVar(&opts.processes, "processes", false, "print the processes in the pinned containers instead (PID, MPI rank, allowed CPUs and memory nodes)")
+	fs.Var(&opts.pods, "pod", "with --processes: only the pinned containers of this pod, as namespace/name (repeatable)")
 	addOutputFlag(fs, &opts.output, outputTable)
 	if err := fs.Parse(args); err != nil {
 		return opts, err
@@ -65,6 +100,12 @@ func parsePinsFlags(args []string, stderr io.Writer) (pinsOptions, error) {
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	if set["endpoint"] && set["checkpoint"] {
 		return opts, errors.New("--endpoint and --checkpoint exclude each other: ask the agent, or read its file")
+	}
+	if set["pod"] && !opts.processes {
+		return opts, errors.New("--pod only applies with --processes")
+	}
+	if opts.processes && opts.checkpoint != "" {
+		return opts, errors.New("--processes asks the running agent; a checkpoint holds no processes")
 	}
 	if opts.checkpoint == "" {
 		for _, name := range []string{"sysfs-root", "min-shared-cpus", "allow-split-cores"} {
@@ -89,6 +130,9 @@ func runPins(args []string, stdout, stderr io.Writer) int {
 		}
 		return 2
 	}
+	if opts.processes {
+		return printProcesses(opts, stdout, stderr)
+	}
 	var view inspect.Pins
 	if opts.checkpoint != "" {
 		view, err = pinsFromCheckpoint(opts)
@@ -97,7 +141,7 @@ func runPins(args []string, stdout, stderr io.Writer) int {
 		view, err = inspect.Fetch(ctx, &http.Client{}, opts.endpoint)
 		cancel()
 		if err != nil {
-			err = fmt.Errorf("%w\n(is the node agent running here? Its --inspect-address must match --endpoint; or read its state with --checkpoint)", err)
+			err = fmt.Errorf("%w\n%s; or read its state with --checkpoint)", err, notRunningHint)
 		}
 	}
 	if err != nil {
@@ -110,6 +154,36 @@ func runPins(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// notRunningHint follows a failure to reach the agent.
+const notRunningHint = "(is the node agent running here? Its --inspect-address must match --endpoint"
+
+// printProcesses is `pins --processes`: 0 on success, 1 when the agent cannot answer.
+func printProcesses(opts pinsOptions, stdout, stderr io.Writer) int {
+	ctx, cancel := context.WithTimeout(context.Background(), opts.timeout)
+	defer cancel()
+	view, err := inspect.FetchProcesses(ctx, &http.Client{}, opts.endpoint, opts.pods)
+	if err != nil {
+		fmt.Fprintf(stderr, "nodeagent pins --processes: %v\n%s)\n", err, notRunningHint)
+		return 1
+	}
+	err = writeOutput(stdout, opts.output, view, func(w io.Writer) error { return writeProcessesTable(w, view) })
+	if err != nil {
+		fmt.Fprintf(stderr, "nodeagent pins --processes: write the output: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+// writeProcessesTable prints the listing under a line naming the node and the bounds.
+func writeProcessesTable(w io.Writer, v inspect.Processes) error {
+	_, err := fmt.Fprintf(w, "Node %s: processes of %d pinned containers (the agent reads at most %d per container, %d in all)\n\n",
+		v.Node, len(v.Containers), v.PerContainer, v.PerListing)
+	if err != nil {
+		return err
+	}
+	return inspect.WriteProcessesTable(w, v.Containers)
 }
 
 // pinsFromCheckpoint rebuilds the allocator's state from a checkpoint file on the machine the

@@ -10,6 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 
 	"github.com/finegrain-dev/finegrain/pkg/agent"
@@ -29,7 +30,7 @@ type reportingOptions struct {
 
 func addReportingFlags(fs *flag.FlagSet, o *reportingOptions) {
 	fs.StringVar(&o.inspectAddress, "inspect-address", inspect.DefaultAddress,
-		"host:port serving /metrics, /healthz, /readyz and /pins (read-only; loopback only by default)")
+		"host:port serving /metrics, /healthz, /readyz, /pins and /processes (read-only; loopback only by default)")
 	fs.BoolVar(&o.publishNRT, "publish-nrt", true, "publish the node's free-core map as a NodeResourceTopology object")
 }
 
@@ -111,9 +112,12 @@ func (r *reporting) run(ctx context.Context, a *agent.Agent, nodeName string, cl
 			Address:  r.opts.inspectAddress,
 			Gatherer: r.registry,
 			Pins:     func() inspect.Pins { return pinsView(nodeName, src, opts, pub) },
-			Health:   []inspect.Check{{Name: "agent-loop", Run: func(context.Context) error { return a.Healthy() }}},
-			Ready:    []inspect.Check{{Name: "agent", Run: func(context.Context) error { return a.Ready() }}},
-			Logger:   r.log,
+			Processes: func(pods []types.NamespacedName) (inspect.Processes, error) {
+				return processesView(nodeName, a, pods)
+			},
+			Health: []inspect.Check{{Name: "agent-loop", Run: func(context.Context) error { return a.Healthy() }}},
+			Ready:  []inspect.Check{{Name: "agent", Run: func(context.Context) error { return a.Ready() }}},
+			Logger: r.log,
 		})
 		if err != nil {
 			return err

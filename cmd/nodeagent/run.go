@@ -30,8 +30,8 @@ CPU request, every other container under kubepods runs in the shared pool with t
 CPU quota and memory limit, drift is repaired every --reconcile-interval, and the state survives
 restarts in --checkpoint. Where the runtime offers NRI (containerd >= 2.0) it decides each
 container's CPUs at its creation (--nri), otherwise it watches new cgroups with inotify. It refuses to act next to a kubelet running the static CPU manager
-policy. It serves /healthz, /readyz, /metrics and /pins on --inspect-address and publishes the
-node's NodeResourceTopology object (--publish-nrt).
+policy. It serves /healthz, /readyz, /metrics, /pins and /processes on --inspect-address and
+publishes the node's NodeResourceTopology object (--publish-nrt).
 `
 
 // runOptions are the parsed flags of `nodeagent run`.
@@ -58,6 +58,7 @@ func parseRunFlags(args []string, stderr io.Writer, getenv func(string) string) 
 	fs.StringVar(&a.Kubeconfig, "kubeconfig", "", "kubeconfig file; empty uses the pod's service account")
 	fs.StringVar(&a.SysfsRoot, "sysfs-root", a.SysfsRoot, "where the host's /sys is mounted")
 	fs.StringVar(&a.Mountinfo, "mountinfo", a.Mountinfo, "mount table that locates the cgroup hierarchies")
+	fs.StringVar(&a.ProcRoot, "proc-root", a.ProcRoot, "procfs of the host's PID namespace (the agent runs with hostPID), read to list pinned containers' processes")
 	fs.StringVar(&driver, "cgroup-driver", string(a.CgroupDriver), "the kubelet's cgroupDriver: cgroupfs or systemd")
 	fs.StringVar(&a.CgroupBase, "cgroup-root", "", "the kubelet's cgroupRoot, without the leading slash (empty for /)")
 	fs.StringVar(&a.KubeletRootDir, "kubelet-root-dir", a.KubeletRootDir, "the kubelet's --root-dir (its cpu_manager_state tells a static-policy kubelet)")

@@ -55,6 +55,8 @@ type Deps struct {
 	Resolver cri.Resolver
 	// Watcher is the inotify fast path; nil disables it.
 	Watcher Watcher
+	// Processes lists what runs in a container's cgroup; nil disables Agent.Processes.
+	Processes ProcessReader
 	// Recorder sends events to the API server.
 	Recorder record.EventRecorder
 	// KubeletPolicy reads the kubelet's CPU manager policy.

@@ -6,8 +6,9 @@
 // inotify (cgwatch) and of container names from the CRI runtime (cri) or the pods' statuses;
 // it repairs drift on a timer, checkpoints after every allocation change, rebuilds its state
 // from checkpoint + cgroups + API server on start, and refuses to act next to a kubelet running
-// the static CPU manager policy. It offers a read-only Snapshot with change notifications and a
-// Hooks interface for reporting, and Decide/ReleasePod for a synchronous caller such as an NRI
+// the static CPU manager policy. It offers a read-only Snapshot with change notifications, a
+// listing of the processes in its pinned containers' cgroups (through pkg/cgroup), a Hooks
+// interface for reporting, and Decide/ReleasePod for a synchronous caller such as an NRI
 // plugin. It must not write cgroups outside kubepods, take a path or cpuset from anything a pod
 // author wrote, publish metrics or NodeResourceTopology objects itself, or write to the API
 // server other than events.

@@ -151,6 +151,8 @@ type envOpts struct {
 	client func(*fake.Clientset)
 	// run leaves the informer to Agent.Run.
 	run bool
+	// procs lists container processes (Deps.Processes).
+	procs ProcessReader
 }
 
 // testTopology has two NUMA nodes of four single-thread cores: 0-3 and 4-7.
@@ -189,7 +191,7 @@ func newEnv(t testing.TB, o envOpts) *env {
 		o.modify(&opts)
 	}
 	d := Deps{Pods: e.client.CoreV1().Pods(""), Topology: testTopology(t), Writer: e.cg, Store: e.store, Recorder: e.events,
-		KubeletPolicy: e.kubelet.read, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+		KubeletPolicy: e.kubelet.read, Processes: o.procs, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	if !o.noResolver {
 		e.resolver = &fakeResolver{ids: map[string]cri.Identity{}}
 		d.Resolver = e.resolver

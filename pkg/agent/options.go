@@ -20,6 +20,9 @@ type Options struct {
 	SysfsRoot string
 	// Mountinfo is the mount table that locates the cgroup hierarchies.
 	Mountinfo string
+	// ProcRoot is the procfs of the PID namespace the cgroup file system reports PIDs in (the
+	// host's: the DaemonSet runs with hostPID), read to list a pinned container's processes.
+	ProcRoot string
 	// CgroupDriver and CgroupBase must match the kubelet's cgroupDriver and cgroupRoot.
 	CgroupDriver cgroup.Driver
 	CgroupBase   string
@@ -65,6 +68,7 @@ func DefaultOptions() Options {
 	return Options{
 		SysfsRoot:      "/sys",
 		Mountinfo:      "/proc/self/mountinfo",
+		ProcRoot:       "/proc",
 		CgroupDriver:   cgroup.Cgroupfs,
 		KubeletRootDir: "/var/lib/kubelet",
 		CRIEndpoint:    "unix:///run/containerd/containerd.sock",

@@ -43,6 +43,10 @@ func New(opts Options, log *slog.Logger) (*Agent, error) {
 	if err != nil {
 		return nil, err
 	}
+	procs, err := cgroup.NewProcessReader(layout, opts.ProcRoot)
+	if err != nil {
+		return nil, err
+	}
 	store, err := checkpoint.New(opts.CheckpointPath)
 	if err != nil {
 		return nil, err
@@ -56,7 +60,7 @@ func New(opts Options, log *slog.Logger) (*Agent, error) {
 		return nil, err
 	}
 	d := Deps{
-		Pods: restPods{core}, Topology: topo, Writer: writer, Store: store, Log: log,
+		Pods: restPods{core}, Topology: topo, Writer: writer, Processes: procs, Store: store, Log: log,
 		KubeletPolicy: func() (kubeletpolicy.Result, error) { return kubeletpolicy.Check(opts.KubeletRootDir) },
 	}
 	var closers []func()

@@ -44,13 +44,13 @@ const (
 // fixture is a fake cgroup root laid out like the kernel's hierarchies, found through a
 // mountinfo file like a real host's.
 type fixture struct {
-	t      *testing.T
+	t      testing.TB
 	root   string
 	layout Layout
 	fs     *FS
 }
 
-func newFixture(t *testing.T, v Version, d Driver) *fixture {
+func newFixture(t testing.TB, v Version, d Driver) *fixture {
 	t.Helper()
 	root := t.TempDir()
 	var mi strings.Builder
@@ -195,14 +195,14 @@ func snapshot(t *testing.T, root string) map[string]string {
 	return out
 }
 
-func writeFile(t *testing.T, path, content string) {
+func writeFile(t testing.TB, path, content string) {
 	t.Helper()
 	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
 		t.Fatal(err)
 	}
 }
 
-func mustRef(t *testing.T, uid string, qos QOSClass, id string) ContainerRef {
+func mustRef(t testing.TB, uid string, qos QOSClass, id string) ContainerRef {
 	t.Helper()
 	ref, err := NewContainerRef(uid, string(qos), id)
 	if err != nil {

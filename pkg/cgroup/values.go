@@ -45,6 +45,7 @@ const (
 	fileWeight        = "cpu.weight"
 	fileMemLimit      = "memory.limit_in_bytes"
 	fileMemMax        = "memory.max"
+	fileProcs         = "cgroup.procs"
 	partitionMember   = "member"
 	unlimitedV2String = "max"
 )

@@ -13,6 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // DefaultAddress is where the server listens unless told otherwise: loopback only, so that pod
@@ -26,6 +27,10 @@ const (
 	PathHealthz = "/healthz"
 	PathReadyz  = "/readyz"
 	PathPins    = "/pins"
+	// PathProcesses lists what runs in the pinned containers; QueryPod (namespace/name, repeated)
+	// restricts it to some pods.
+	PathProcesses = "/processes"
+	QueryPod      = "pod"
 )
 
 // checkTimeout bounds one health or readiness check.
@@ -45,6 +50,9 @@ type Config struct {
 	Gatherer prometheus.Gatherer
 	// Pins returns the current view for /pins.
 	Pins func() Pins
+	// Processes lists the processes of the pinned containers of the given pods (every pinned
+	// container for none) for /processes; nil leaves the path unserved.
+	Processes func(pods []types.NamespacedName) (Processes, error)
 	// Health and Ready are the checks of /healthz and /readyz; every one must pass.
 	Health, Ready []Check
 	Logger        *slog.Logger
@@ -54,6 +62,8 @@ type Config struct {
 type Server struct {
 	cfg     Config
 	handler http.Handler
+	// listing holds a token while a /processes request reads /proc: one at a time.
+	listing chan struct{}
 }
 
 // New checks cfg and builds the server's routes.
@@ -72,12 +82,15 @@ func New(cfg Config) (*Server, error) {
 	if _, _, err := net.SplitHostPort(cfg.Address); err != nil {
 		return nil, fmt.Errorf("inspection server address %q is not host:port: %w", cfg.Address, err)
 	}
-	s := &Server{cfg: cfg}
+	s := &Server{cfg: cfg, listing: make(chan struct{}, 1)}
 	mux := http.NewServeMux()
 	mux.Handle(PathMetrics, promhttp.HandlerFor(cfg.Gatherer, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn)}))
 	mux.HandleFunc(PathHealthz, s.checks(cfg.Health))
 	mux.HandleFunc(PathReadyz, s.checks(cfg.Ready))
 	mux.HandleFunc(PathPins, s.pins)
+	if cfg.Processes != nil {
+		mux.HandleFunc(PathProcesses, s.processes)
+	}
 	s.handler = readOnly(mux)
 	return s, nil
 }
@@ -164,10 +177,50 @@ func (s *Server) checks(list []Check) http.HandlerFunc {
 }
 
 func (s *Server) pins(w http.ResponseWriter, _ *http.Request) {
-	body, err := json.MarshalIndent(s.cfg.Pins(), "", "  ")
+	s.writeJSON(w, "pins", s.cfg.Pins())
+}
+
+// processes answers GET /processes[?pod=namespace/name...]: 400 for any other parameter or a
+// malformed pod, 503 while another listing runs or when the agent cannot list.
+func (s *Server) processes(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	var pods []types.NamespacedName
+	for key, values := range q {
+		if key != QueryPod {
+			http.Error(w, fmt.Sprintf("unknown parameter %q: %s takes only %s=namespace/name", key, PathProcesses, QueryPod), http.StatusBadRequest)
+			return
+		}
+		for _, v := range values {
+			pod, err := ParsePodName(v)
+			if err != nil {
+				http.Error(w, err.Error(), http.StatusBadRequest)
+				return
+			}
+			pods = append(pods, pod)
+		}
+	}
+	select {
+	case s.listing <- struct{}{}:
+		defer func() { <-s.listing }()
+	default:
+		w.Header().Set("Retry-After", "1")
+		http.Error(w, "another process listing is running; try again in a second", http.StatusServiceUnavailable)
+		return
+	}
+	v, err := s.cfg.Processes(pods)
 	if err != nil {
-		s.cfg.Logger.Error("pins view not encodable", "err", err)
-		http.Error(w, "pins view not encodable", http.StatusInternalServerError)
+		http.Error(w, err.Error(), http.StatusServiceUnavailable)
+		return
+	}
+	s.writeJSON(w, "processes", v)
+}
+
+// writeJSON answers with value as indented JSON; what names the view in the log.
+func (s *Server) writeJSON(w http.ResponseWriter, what string, value any) {
+	body, err := json.MarshalIndent(value, "", "  ")
+	if err != nil {
+		s.cfg.Logger.Error("view not encodable", "view", what, "err", err)
+		http.Error(w, what+" view not encodable", http.StatusInternalServerError)
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
