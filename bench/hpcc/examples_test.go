@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/finegrain-dev/finegrain/bench/internal/hpcc"
+	"github.com/finegrain-dev/finegrain/internal/hpcc"
 	v1alpha1 "github.com/finegrain-dev/finegrain/pkg/apis/finegrain/v1alpha1"
 )
 

@@ -7,7 +7,7 @@ import (
 	"io"
 	"os"
 
-	"github.com/finegrain-dev/finegrain/bench/internal/hpcc"
+	"github.com/finegrain-dev/finegrain/internal/hpcc"
 	"k8s.io/apimachinery/pkg/api/resource"
 )
 

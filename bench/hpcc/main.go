@@ -5,7 +5,7 @@
 //	go run ./bench/hpcc inf -tasks 16 -memory-per-task 1Gi              # an hpccinf.txt sized for the job
 //	go run ./bench/hpcc inf -update examples/hpcc-*.yaml                # regenerate the examples' ConfigMaps
 //
-// The formats and the sizing rules are bench/internal/hpcc's.
+// The formats and the sizing rules are internal/hpcc's.
 package main
 
 import (

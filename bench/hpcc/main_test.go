@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/finegrain-dev/finegrain/bench/internal/hpcc"
+	"github.com/finegrain-dev/finegrain/internal/hpcc"
 )
 
 // launcherLog is a real launcher's output on this project's development machine (Debian 12,
@@ -54,9 +54,9 @@ func TestParseTable(t *testing.T) {
 }
 
 // TestParseOneRank: the local cluster's one-task job has no ring; the run still succeeds and
-// the table says why the figure is missing (a real run: bench/internal/hpcc/testdata).
+// the table says why the figure is missing (a real run: internal/hpcc/testdata).
 func TestParseOneRank(t *testing.T) {
-	code, out, errOut := runCmd(t, "", "parse", "../internal/hpcc/testdata/hpccoutf-openmpi-np1.txt")
+	code, out, errOut := runCmd(t, "", "parse", "../../internal/hpcc/testdata/hpccoutf-openmpi-np1.txt")
 	want := "  G-RandomRing  RandomlyOrderedRingBandwidth_GBytes  n/a      not measured: HPCC runs the ring with 2 or more MPI processes\n"
 	if code != 0 || !strings.Contains(out, want) || !strings.Contains(out, "1 MPI processes, HPL N=2400 NB=80 P×Q=1×1") {
 		t.Errorf("exit %d, stderr %q, table:\n%s", code, errOut, out)

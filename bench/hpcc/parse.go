@@ -10,7 +10,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/finegrain-dev/finegrain/bench/internal/hpcc"
+	"github.com/finegrain-dev/finegrain/internal/hpcc"
 )
 
 // report is what parse prints for one input: every run, in order.

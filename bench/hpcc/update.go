@@ -7,7 +7,7 @@ import (
 	"regexp"
 	"strings"
 
-	"github.com/finegrain-dev/finegrain/bench/internal/hpcc"
+	"github.com/finegrain-dev/finegrain/internal/hpcc"
 	v1alpha1 "github.com/finegrain-dev/finegrain/pkg/apis/finegrain/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"

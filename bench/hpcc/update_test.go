@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/finegrain-dev/finegrain/bench/internal/hpcc"
+	"github.com/finegrain-dev/finegrain/internal/hpcc"
 )
 
 const staleJob = `# a job
