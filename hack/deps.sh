@@ -1,6 +1,6 @@
 # Sourced by .ci/run and the Makefile targets: installs the Debian packages a target needs on a
 # fresh Debian 12 machine. Each install is idempotent and quiet when everything is present.
-# Usage: install_deps GROUP...   (groups: test, vm, cluster)
+# Usage: install_deps GROUP...   (groups: test, hwloc, bench, vm, images, cluster)
 
 deps_test=(util-linux)
 # make topology-crosscheck: hwloc's lstopo, the second opinion on this machine's topology.
@@ -10,9 +10,12 @@ deps_bench=(libopenblas-dev gcc libc6-dev)
 # make test-vm: qemu boots Debian's kernel (fetched with apt-get download, never installed) with a
 # busybox-static initramfs; xz unpacks the kernel, cpio is the reference reader in the tests.
 deps_vm=(qemu-system-x86 busybox-static cpio xz-utils)
+# make images: mmdebstrap builds the MPI image's Debian root file system (hack/images/mpi.sh).
+deps_images=(mmdebstrap)
 # make cluster-up / e2e / demo: the local cluster's etcd, container runtime and CNI loopback plugin,
-# openssl for its certificates, envsubst for its configs, curl for health checks, ss for ports.
-deps_cluster=(etcd-server containerd runc containernetworking-plugins openssl gettext-base curl iproute2 util-linux)
+# openssl for its certificates, envsubst for its configs, curl for health checks, ss for ports,
+# and what its images need (they build on the way up).
+deps_cluster=(etcd-server containerd runc containernetworking-plugins openssl gettext-base curl iproute2 util-linux "${deps_images[@]}")
 
 install_deps() {
   local want=() g pkg

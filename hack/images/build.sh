@@ -6,6 +6,8 @@
 #   localhost/finegrain-worker:dev  what test and benchmark pods run: pause (the default
 #                                   entrypoint, an idle workload), podlister (the e2e suite's
 #                                   in-cluster API client) and fgworker (bench/worker: DGEMM/STREAM)
+#   localhost/finegrain-mpi:dev     MPI workers and launchers: Debian 12 with Open MPI, MPICH, HPCC
+#                                   and OpenSSH (hack/images/mpi.sh, cached; images/mpi/README.md)
 # With --import, also imports them into the running local cluster (make images does).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -54,6 +56,8 @@ if [ -n "$cmds" ]; then
   for f in "$cmdbin"/*; do files+=("/usr/local/bin/$(basename "$f")=$f"); done
   ocibuild -name localhost/finegrain:dev -o "$out/finegrain.tar" -env "$path_env" -dir /tmp "${files[@]}"
 fi
+"$root/hack/images/mpi.sh" "$bin/ocibuild" "$out/mpi.tar" ||
+  die "could not build localhost/finegrain-mpi:dev (hack/images/mpi.sh; its log is $out/mpi-build.log)"
 echo "images: built $(cd "$out" && echo *.tar) in $out" >&2
 
 if [ "${1:-}" = "--import" ]; then

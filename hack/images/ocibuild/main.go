@@ -4,7 +4,11 @@
 //	ocibuild -name localhost/finegrain-pause:dev -o pause.tar -entrypoint /pause /pause=_output/images/bin/pause
 //
 // Each argument IMAGE_PATH=SOURCE copies SOURCE to IMAGE_PATH with SOURCE's permission bits;
-// -dir PATH adds an empty world-writable sticky directory such as /tmp.
+// -dir PATH adds an empty world-writable sticky directory such as /tmp. -layer TAR puts an existing
+// uncompressed layer tarball, such as a root file system from mmdebstrap, under those files:
+//
+//	ocibuild -name localhost/finegrain-mpi:dev -o mpi.tar -layer rootfs.tar -workdir /root \
+//	    -entrypoint /usr/local/bin/mpi-entrypoint /usr/local/bin/mpi-entrypoint=bin/mpi-entrypoint
 package main
 
 import (
@@ -21,6 +25,8 @@ type options struct {
 	name       string
 	output     string
 	entrypoint string
+	workdir    string
+	layers     []string
 	env        []string
 	dirs       []string
 	files      []string
@@ -37,10 +43,12 @@ func main() {
 	fl.StringVar(&opts.name, "name", "", "image reference with a tag, e.g. localhost/finegrain-pause:dev")
 	fl.StringVar(&opts.output, "o", "", "archive to write")
 	fl.StringVar(&opts.entrypoint, "entrypoint", "", "path of the program the image runs by default")
+	fl.StringVar(&opts.workdir, "workdir", "", "working directory of the image's processes, e.g. /root")
+	fl.Var(listFlag{&opts.layers}, "layer", "uncompressed layer tarball to put under the files, bottom first (repeatable)")
 	fl.Var(listFlag{&opts.env}, "env", "KEY=VALUE set in the image (repeatable)")
 	fl.Var(listFlag{&opts.dirs}, "dir", "empty world-writable sticky directory to create, e.g. /tmp (repeatable)")
 	fl.Usage = func() {
-		fmt.Fprintln(fl.Output(), "usage: ocibuild -name REF -o FILE [-entrypoint PATH] [-env K=V]... [-dir PATH]... IMAGE_PATH=SOURCE...")
+		fmt.Fprintln(fl.Output(), "usage: ocibuild -name REF -o FILE [-layer TAR]... [-entrypoint PATH] [-workdir DIR] [-env K=V]... [-dir PATH]... IMAGE_PATH=SOURCE...")
 		fl.PrintDefaults()
 	}
 	_ = fl.Parse(os.Args[1:])
@@ -55,7 +63,7 @@ func run(opts options) error {
 	if opts.output == "" {
 		return fmt.Errorf("no -o archive given for image %q", opts.name)
 	}
-	img := ocilayout.Image{Name: opts.name, Env: opts.env}
+	img := ocilayout.Image{Name: opts.name, BaseLayers: opts.layers, Env: opts.env, WorkingDir: opts.workdir}
 	if opts.entrypoint != "" {
 		img.Entrypoint = []string{opts.entrypoint}
 	}

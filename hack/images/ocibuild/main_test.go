@@ -46,6 +46,56 @@ func TestRunWritesArchive(t *testing.T) {
 	}
 }
 
+func TestRunPutsLayerUnderFiles(t *testing.T) {
+	dir := t.TempDir()
+	layer := filepath.Join(dir, "rootfs.tar")
+	f, err := os.Create(layer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tw := tar.NewWriter(f)
+	if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: "./etc/", Mode: 0o755}); err != nil {
+		t.Fatal(err)
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	src := filepath.Join(dir, "entry")
+	if err := os.WriteFile(src, []byte("entry"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "img.tar")
+	err = run(options{name: "localhost/x:dev", output: out, layers: []string{layer}, workdir: "/root", entrypoint: "/bin/entry", files: []string{"/bin/entry=" + src}})
+	if err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	a, err := os.Open(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	blobs := 0
+	tr := tar.NewReader(a)
+	for {
+		hdr, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.HasPrefix(hdr.Name, "blobs/sha256/") && hdr.Typeflag == tar.TypeReg {
+			blobs++
+		}
+	}
+	if blobs != 4 {
+		t.Errorf("archive has %d blobs, want config, manifest, the given layer and the files layer", blobs)
+	}
+}
+
 func TestRunRejectsBadArguments(t *testing.T) {
 	dir := t.TempDir()
 	cases := []struct {

@@ -1,10 +1,11 @@
 // Package ocilayout writes single-platform container images as OCI image-layout tar archives,
 // the format `ctr images import` reads, so the local cluster can run images built here without a
-// registry or a Docker engine. An image is one uncompressed layer made from files on disk, an
-// image config and a manifest; the index names it through the io.containerd.image.name and
-// org.opencontainers.image.ref.name annotations. The output is reproducible: the same inputs give
-// the same bytes (no timestamps, sorted entries, root-owned files). The package only writes
-// archives; it never talks to a container runtime.
+// registry or a Docker engine. An image is an image config, a manifest and uncompressed layers:
+// optionally existing layer tarballs (such as a Debian root file system made by mmdebstrap) at
+// the bottom, then one layer made from files on disk. The index names the image through the
+// io.containerd.image.name and org.opencontainers.image.ref.name annotations. The output is
+// reproducible: the same inputs give the same bytes (no timestamps, sorted entries, root-owned
+// files). The package only writes archives; it never talks to a container runtime.
 package ocilayout
 
 import (
@@ -45,7 +46,11 @@ type File struct {
 // Image describes what to write.
 type Image struct {
 	// Name is the full reference containerd gives the image, e.g. localhost/finegrain-pause:dev.
-	Name       string
+	Name string
+	// BaseLayers are uncompressed layer tarballs on disk, bottom first, copied into the image
+	// as they are; the layer made from Files goes on top of them.
+	BaseLayers []string
+	// Files make the top layer; an image with base layers may have none.
 	Files      []File
 	Entrypoint []string
 	Cmd        []string
@@ -57,27 +62,56 @@ type Image struct {
 // epoch is the modification time of every entry, so archives do not depend on when they were made.
 var epoch = time.Unix(0, 0).UTC()
 
-// Write writes img to w as an OCI image-layout tar archive. Scratch space for the layer comes from
-// os.CreateTemp and is removed before Write returns.
+// layerBlob is a layer's descriptor and the file on disk that holds its bytes.
+type layerBlob struct {
+	desc   descriptor
+	source string
+}
+
+// Write writes img to w as an OCI image-layout tar archive. Scratch space for the layer made from
+// Files comes from os.CreateTemp and is removed before Write returns.
 func Write(w io.Writer, img Image) error {
 	tag, err := validate(img)
 	if err != nil {
 		return err
 	}
-	layer, err := os.CreateTemp("", "ocilayout-layer-*.tar")
-	if err != nil {
-		return fmt.Errorf("create scratch file for the layer of image %q: %w", img.Name, err)
+	var layers []layerBlob
+	for _, p := range img.BaseLayers {
+		desc, err := describeLayerFile(p)
+		if err != nil {
+			return fmt.Errorf("base layer %s of image %q: %w", p, img.Name, err)
+		}
+		layers = append(layers, layerBlob{desc: desc, source: p})
 	}
-	defer func() {
-		layer.Close()
-		os.Remove(layer.Name())
-	}()
-	h := sha256.New()
-	size, err := writeLayer(io.MultiWriter(layer, h), img.Files)
-	if err != nil {
-		return fmt.Errorf("build the layer of image %q: %w", img.Name, err)
+	if len(img.Files) > 0 {
+		scratch, err := os.CreateTemp("", "ocilayout-layer-*.tar")
+		if err != nil {
+			return fmt.Errorf("create scratch file for the layer of image %q: %w", img.Name, err)
+		}
+		defer func() {
+			scratch.Close()
+			os.Remove(scratch.Name())
+		}()
+		h := sha256.New()
+		size, err := writeLayer(io.MultiWriter(scratch, h), img.Files)
+		if err != nil {
+			return fmt.Errorf("build the layer of image %q: %w", img.Name, err)
+		}
+		desc := descriptor{MediaType: MediaTypeLayer, Digest: digestOf(h.Sum(nil)), Size: size}
+		layers = append(layers, layerBlob{desc: desc, source: scratch.Name()})
 	}
-	layerDesc := descriptor{MediaType: MediaTypeLayer, Digest: digestOf(h.Sum(nil)), Size: size}
+	seen := map[string]bool{}
+	var layerDescs []descriptor
+	var diffIDs []string
+	for _, l := range layers {
+		if seen[l.desc.Digest] {
+			return fmt.Errorf("image %q has two identical layers (%s); give each layer once", img.Name, l.desc.Digest)
+		}
+		seen[l.desc.Digest] = true
+		layerDescs = append(layerDescs, l.desc)
+		// Uncompressed layers: the diff ID is the layer's digest.
+		diffIDs = append(diffIDs, l.desc.Digest)
+	}
 
 	config, err := json.Marshal(imageConfig{
 		Architecture: runtime.GOARCH,
@@ -89,7 +123,7 @@ func Write(w io.Writer, img Image) error {
 			WorkingDir: img.WorkingDir,
 			Labels:     img.Labels,
 		},
-		RootFS: rootFS{Type: "layers", DiffIDs: []string{layerDesc.Digest}},
+		RootFS: rootFS{Type: "layers", DiffIDs: diffIDs},
 	})
 	if err != nil {
 		return fmt.Errorf("encode the config of image %q: %w", img.Name, err)
@@ -100,7 +134,7 @@ func Write(w io.Writer, img Image) error {
 		SchemaVersion: 2,
 		MediaType:     MediaTypeManifest,
 		Config:        configDesc,
-		Layers:        []descriptor{layerDesc},
+		Layers:        layerDescs,
 	})
 	if err != nil {
 		return fmt.Errorf("encode the manifest of image %q: %w", img.Name, err)
@@ -136,18 +170,62 @@ func Write(w io.Writer, img Image) error {
 			return fmt.Errorf("write %s of image %q: %w", e.name, img.Name, err)
 		}
 	}
-	if _, err := layer.Seek(0, io.SeekStart); err != nil {
-		return fmt.Errorf("rewind the layer of image %q: %w", img.Name, err)
-	}
-	hdr := &tar.Header{Typeflag: tar.TypeReg, Name: blobPath(layerDesc.Digest), Size: size, Mode: 0o644, ModTime: epoch}
-	if err := tw.WriteHeader(hdr); err != nil {
-		return fmt.Errorf("write the layer of image %q: %w", img.Name, err)
-	}
-	if _, err := io.Copy(tw, layer); err != nil {
-		return fmt.Errorf("write the layer of image %q: %w", img.Name, err)
+	for _, l := range layers {
+		if err := copyBlob(tw, l); err != nil {
+			return fmt.Errorf("write layer %s of image %q: %w", l.desc.Digest, img.Name, err)
+		}
 	}
 	if err := tw.Close(); err != nil {
 		return fmt.Errorf("finish the archive of image %q: %w", img.Name, err)
+	}
+	return nil
+}
+
+// describeLayerFile reads a layer tarball once: it checks that the file is an uncompressed tar
+// archive and returns its descriptor.
+func describeLayerFile(p string) (descriptor, error) {
+	f, err := os.Open(p)
+	if err != nil {
+		return descriptor{}, err
+	}
+	defer f.Close()
+	h := sha256.New()
+	cw := &countingWriter{w: h}
+	tr := tar.NewReader(io.TeeReader(f, cw))
+	for {
+		_, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return descriptor{}, fmt.Errorf("not an uncompressed tar archive (%w); a layer must be a plain .tar", err)
+		}
+	}
+	// The end-of-archive blocks and any padding after them belong to the layer's bytes too.
+	if _, err := io.Copy(cw, f); err != nil {
+		return descriptor{}, err
+	}
+	return descriptor{MediaType: MediaTypeLayer, Digest: digestOf(h.Sum(nil)), Size: cw.n}, nil
+}
+
+// copyBlob writes the layer file as its blob; the file must still have the size it was
+// described with.
+func copyBlob(tw *tar.Writer, l layerBlob) error {
+	f, err := os.Open(l.source)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	hdr := &tar.Header{Typeflag: tar.TypeReg, Name: blobPath(l.desc.Digest), Size: l.desc.Size, Mode: 0o644, ModTime: epoch}
+	if err := tw.WriteHeader(hdr); err != nil {
+		return err
+	}
+	n, err := io.Copy(tw, f)
+	if err != nil {
+		return err
+	}
+	if n != l.desc.Size {
+		return fmt.Errorf("%s changed size while the archive was written", l.source)
 	}
 	return nil
 }
@@ -158,8 +236,8 @@ func validate(img Image) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if len(img.Files) == 0 {
-		return "", fmt.Errorf("image %q has no files; give it at least its entrypoint binary", img.Name)
+	if len(img.Files) == 0 && len(img.BaseLayers) == 0 {
+		return "", fmt.Errorf("image %q has no files and no base layer; give it at least its entrypoint binary", img.Name)
 	}
 	seen := make(map[string]bool, len(img.Files))
 	for _, f := range img.Files {

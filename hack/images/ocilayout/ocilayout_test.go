@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"testing"
 
@@ -144,6 +145,103 @@ func TestWriteProducesImportableLayout(t *testing.T) {
 	}
 }
 
+// writeTar writes a tar archive holding the given regular files and returns its path.
+func writeTar(t *testing.T, files map[string]string) string {
+	t.Helper()
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	var names []string
+	for n := range files {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: n, Size: int64(len(files[n])), Mode: 0o644}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tw.Write([]byte(files[n])); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(t.TempDir(), "layer.tar")
+	if err := os.WriteFile(p, buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestWriteStacksBaseLayersUnderTheFiles(t *testing.T) {
+	rootfs := writeTar(t, map[string]string{"./etc/os-release": "ID=debian\n", "./bin/sh": "shell"})
+	extra := writeTar(t, map[string]string{"./etc/extra": "more"})
+	entry := writeSource(t, "entry", "entrypoint binary")
+	img := Image{
+		Name:       "localhost/finegrain-mpi:dev",
+		BaseLayers: []string{rootfs, extra},
+		Files:      []File{{Path: "/usr/local/bin/entry", Source: entry, Mode: 0o755}},
+		Entrypoint: []string{"/usr/local/bin/entry"},
+		WorkingDir: "/root",
+	}
+	var buf bytes.Buffer
+	if err := Write(&buf, img); err != nil {
+		t.Fatalf("Write: %v", err)
+	}
+	files, _ := readArchive(t, buf.Bytes())
+	var idx index
+	if err := json.Unmarshal(files["index.json"], &idx); err != nil {
+		t.Fatalf("index.json: %v", err)
+	}
+	var man manifest
+	if err := json.Unmarshal(blob(t, files, idx.Manifests[0]), &man); err != nil {
+		t.Fatalf("manifest: %v", err)
+	}
+	if len(man.Layers) != 3 {
+		t.Fatalf("manifest has %d layers, want the two base layers and the files layer", len(man.Layers))
+	}
+	for i, src := range []string{rootfs, extra} {
+		want, err := os.ReadFile(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := blob(t, files, man.Layers[i]); !bytes.Equal(got, want) {
+			t.Errorf("layer %d is not base layer %s byte for byte", i, src)
+		}
+	}
+	top, _ := readArchive(t, blob(t, files, man.Layers[2]))
+	if got := string(top["usr/local/bin/entry"]); got != "entrypoint binary" {
+		t.Errorf("top layer's entrypoint = %q", got)
+	}
+	var cfg imageConfig
+	if err := json.Unmarshal(blob(t, files, man.Config), &cfg); err != nil {
+		t.Fatalf("config: %v", err)
+	}
+	wantDiffIDs := []string{man.Layers[0].Digest, man.Layers[1].Digest, man.Layers[2].Digest}
+	if diff := cmp.Diff(wantDiffIDs, cfg.RootFS.DiffIDs); diff != "" {
+		t.Errorf("diff_ids must list the layers bottom first (-want +got):\n%s", diff)
+	}
+	if cfg.Config.WorkingDir != "/root" {
+		t.Errorf("WorkingDir = %q, want /root", cfg.Config.WorkingDir)
+	}
+
+	onlyBase := Image{Name: "localhost/base:dev", BaseLayers: []string{rootfs}}
+	buf.Reset()
+	if err := Write(&buf, onlyBase); err != nil {
+		t.Fatalf("Write of an image with only a base layer: %v", err)
+	}
+	files, _ = readArchive(t, buf.Bytes())
+	if err := json.Unmarshal(files["index.json"], &idx); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(blob(t, files, idx.Manifests[0]), &man); err != nil {
+		t.Fatal(err)
+	}
+	if len(man.Layers) != 1 {
+		t.Errorf("image with only a base layer has %d layers, want 1", len(man.Layers))
+	}
+}
+
 func TestWriteIsReproducible(t *testing.T) {
 	src := writeSource(t, "bin", strings.Repeat("x", 70000))
 	img := Image{Name: "localhost/a:b", Files: []File{{Path: "/bin/a", Source: src, Mode: 0o755}}, Entrypoint: []string{"/bin/a"}}
@@ -172,7 +270,10 @@ func TestWriteRejectsBadInput(t *testing.T) {
 		{"no tag", Image{Name: "localhost/pause", Files: []File{{Path: "/p", Source: src}}}, "must be a reference with a tag"},
 		{"port is not a tag", Image{Name: "localhost:5000/pause", Files: []File{{Path: "/p", Source: src}}}, "must be a reference with a tag"},
 		{"digest", Image{Name: "a@sha256:00:x", Files: []File{{Path: "/p", Source: src}}}, "must be a reference with a tag"},
-		{"no files", Image{Name: "a:b"}, "has no files"},
+		{"no files", Image{Name: "a:b"}, "has no files and no base layer"},
+		{"missing base layer", Image{Name: "a:b", BaseLayers: []string{filepath.Join(t.TempDir(), "absent.tar")}}, "base layer"},
+		{"compressed base layer", Image{Name: "a:b", BaseLayers: []string{writeSource(t, "rootfs.tar.gz", "\x1f\x8b\x08\x00 not a tar")}}, "not an uncompressed tar archive"},
+		{"base layer twice", Image{Name: "a:b", BaseLayers: []string{writeTar(t, map[string]string{"a": "1"}), writeTar(t, map[string]string{"a": "1"})}}, "two identical layers"},
 		{"relative path", Image{Name: "a:b", Files: []File{{Path: "bin/p", Source: src}}}, "must be absolute and clean"},
 		{"unclean path", Image{Name: "a:b", Files: []File{{Path: "/bin/../p", Source: src}}}, "must be absolute and clean"},
 		{"root", Image{Name: "a:b", Files: []File{{Path: "/", Mode: fs.ModeDir}}}, "must be absolute and clean"},
