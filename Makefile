@@ -42,6 +42,14 @@ SIMULATE_FLAGS ?=
 simulate-workloads: ## replay generated MPI workloads through the real placer on 4 and 16 simulated E5-2697 v4 nodes vs default Kubernetes
 	$(GO) run ./bench/simulator -nodes 4,16 -jobs-per-node 25 -seed 1 $(SIMULATE_FLAGS)
 
+.PHONY: hpcc-tool hpcc-examples
+hpcc-tool: ## bin/hpcc: HPCC's headline figures of an hpccoutf.txt or launcher log, hpccinf.txt sizing (bench/hpcc)
+	@mkdir -p $(BIN)
+	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/hpcc ./bench/hpcc
+
+hpcc-examples: ## regenerate the hpccinf.txt ConfigMap of each examples/hpcc-*.yaml and of the demo's job from its HPCJob's tasks and memory
+	$(GO) run ./bench/hpcc inf -update examples/hpcc-*.yaml hack/cluster/demo/hpcjob.yaml
+
 .PHONY: topology-crosscheck
 topology-crosscheck: ## compare Discover(/sys) with lscpu, hwloc's lstopo and ghw on this machine (installs hwloc)
 	@. hack/deps.sh && install_deps test hwloc
@@ -93,7 +101,8 @@ cluster-up: ## local single-node Kubernetes on 127.0.0.1 (KUBELET_CPU_POLICY=sta
 cluster-down: ## stop the local cluster and remove its processes, mounts, cgroups and state
 	hack/cluster/down.sh
 
-images: ## build the pause, finegrain and worker images; import them into a running local cluster
+images: ## build the pause, finegrain, worker and MPI images (the MPI one is cached); import them into a running local cluster
+	@. hack/deps.sh && install_deps images
 	hack/images/build.sh --import
 
 e2e: ## end-to-end suite on the local cluster: policies none and static on containerd 1.6, the pinning suite on containerd 2 with NRI (KEEP_CLUSTER=1, E2E_RUN=..., E2E_NRI=0)
@@ -104,7 +113,7 @@ nri-proof: ## on a CONTAINERD=2 local cluster with the agent deployed: first aff
 	$(GO) build -o $(BIN)/nriproof ./bench/nriproof
 	$(BIN)/nriproof -pods $(or $(PODS),100) -json $(CURDIR)/_output/nriproof.json
 
-demo: build ## the main job: build, bring the local cluster up, deploy daemonset/, run an HPC job and a pinned pod, show placement and pins
+demo: build hpcc-tool ## the main job: build, bring the local cluster up, deploy daemonset/, run an HPC job and a pinned pod, show placement and pins
 	@. hack/deps.sh && install_deps cluster
 	hack/cluster/demo.sh
 

@@ -103,7 +103,7 @@ func TestExamplesDecode(t *testing.T) {
 			}
 
 			checkMount(t, job, cm.Name)
-			cmd := strings.Join(job.Spec.Launcher.Spec.Containers[0].Command, " ")
+			cmd := strings.Join(job.Spec.Launcher.Spec.Containers[0].Args, " ")
 			for _, part := range []string{
 				fmt.Sprintf("mpirun -n %d hpcc && ", s.Tasks),
 				fmt.Sprintf("ssh %s.%s cat /root/hpccoutf.txt", v1alpha1.WorkerName(job.Name, 0), v1alpha1.ServiceName(job.Name)),
@@ -133,4 +133,34 @@ func checkMount(t *testing.T, job *v1alpha1.HPCJob, configMap string) {
 		}
 	}
 	t.Errorf("the worker does not mount ConfigMap %s's %s at /root/hpccinf.txt (volume %q)", configMap, infKey, volume)
+}
+
+// The demo's job (make demo) is generated and checked like an example: one task, the ConfigMap
+// mounted where rank 0 reads it.
+func TestDemoJobIsGenerated(t *testing.T) {
+	const path = "../../hack/cluster/demo/hpcjob.yaml"
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, _, err := updateExample(data, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(out) != string(data) {
+		t.Errorf("%s is stale: run make hpcc-examples", path)
+	}
+	f, _, cm, err := splitExample(data, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	job, err := v1alpha1.Decode(f.job.data, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, err := hpcc.ReadInput(strings.NewReader(cm.Data[infKey]))
+	if err != nil || in.Grid.P*in.Grid.Q != int(job.Spec.Tasks) {
+		t.Errorf("hpccinf.txt grid %+v for %d tasks (%v)", in.Grid, job.Spec.Tasks, err)
+	}
+	checkMount(t, job, cm.Name)
 }

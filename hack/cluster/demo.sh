@@ -3,13 +3,16 @@
 # images (a running cluster is reused as it is), deploys finegrain (kubectl apply -k
 # hack/cluster/overlay, the local overlay of daemonset/) and restarts what still runs an older
 # image, then:
-#   1. submits demo/hpcjob.yaml, an HPCJob sized for this node: the placer binds one worker of one
-#      task, the node agent pins it to the one CPU the shared pool's minimum leaves, and the
-#      launcher runs a short fgworker DGEMM in the shared pool;
-#   2. while it runs: the job, its hostfile, the cluster's free-core maps (kubectl finegrain), the
-#      agent's own view (nodeagent pins, inside its pod) and the cpusets the kernel really holds;
-#   3. when the launcher has ended the job (Succeeded): its DGEMM result and the CPU back in the
-#      shared pool;
+#   1. submits demo/hpcjob.yaml, HPCC as an HPCJob sized for this node: the placer binds one
+#      worker of one task, the node agent pins it to the one CPU the shared pool's minimum leaves,
+#      the worker's sshd becomes ready and the launcher runs `mpirun hpcc` in the shared pool,
+#      which starts the rank over SSH inside the pinned worker;
+#   2. while it runs: the job, its hostfile and SSH configuration, the cluster's free-core maps
+#      (kubectl finegrain), the rank's PID, CPUs and memory node as the agent reads them
+#      (kubectl finegrain job), the agent's own view (nodeagent pins, inside its pod) and the
+#      cpusets the kernel really holds;
+#   3. when the launcher has ended the job (Succeeded): HPCC's headline figures, which the
+#      launcher read back from the worker with plain ssh, and the CPU back in the shared pool;
 #   4. the standalone pinned pod (demo/pinned-pod.yaml), every container's cpuset and the node's
 #      topology.
 # Re-running replaces the previous run's job and pod. Every wait has a deadline and says what to
@@ -19,12 +22,12 @@ set -euo pipefail
 
 DEMO="$FG_ROOT/hack/cluster/demo"
 NS=finegrain-demo
-JOB=dgemm-demo
+JOB=hpcc-demo
 SYS=finegrain-system
 
 need_root
-[ -x "$FG_ROOT/bin/kubectl-finegrain" ] && [ -x "$FG_ROOT/bin/nodeagent" ] ||
-  die "bin/kubectl-finegrain or bin/nodeagent is missing: run make build (make demo does)"
+[ -x "$FG_ROOT/bin/kubectl-finegrain" ] && [ -x "$FG_ROOT/bin/nodeagent" ] && [ -x "$FG_ROOT/bin/hpcc" ] ||
+  die "bin/kubectl-finegrain, bin/nodeagent or bin/hpcc is missing: run make build hpcc-tool (make demo does)"
 take_lock
 demo_start=$SECONDS
 # Reuse a running cluster's runtime instead of refusing it (up.sh insists on the one asked for).
@@ -130,7 +133,8 @@ fi
 
 section "replacing the previous run's demo objects"
 kubectl apply -f "$DEMO/namespace.yaml"
-kubectl -n "$NS" delete "hpcjob/$JOB" pod/pinned-worker --ignore-not-found --cascade=foreground --wait --timeout=90s ||
+kubectl -n "$NS" delete hpcjobs --all --cascade=foreground --wait --timeout=90s &&
+  kubectl -n "$NS" delete pod/pinned-worker --ignore-not-found --wait --timeout=90s ||
   die "the previous demo's objects in $NS were not deleted within 90 s; see kubectl -n $NS get all,hpcjobs"
 # one_cpu LIST: whether a kernel CPU list holds exactly one CPU.
 one_cpu() { [[ "$1" =~ ^[0-9]+$ ]]; }
@@ -183,23 +187,43 @@ done
 
 section "kubectl get hpcjobs -n $NS"
 kubectl -n "$NS" get hpcjobs
-section "hostfile (ConfigMap $NS/$JOB-hostfile, mounted in the launcher at /etc/mpi/hostfile)"
-kubectl -n "$NS" get configmap "$JOB-hostfile" -o 'jsonpath={.data.hostfile}'
+section "hostfile and SSH client configuration (ConfigMap $NS/$JOB-hostfile; the launcher has them at /etc/mpi and /root/.ssh)"
+kubectl -n "$NS" get configmap "$JOB-hostfile" -o 'jsonpath={.data.hostfile}{"\n"}{.data.ssh_config}'
 section "kubectl finegrain nodes"
 finegrain nodes
 section "kubectl finegrain node $NODE"
 finegrain node "$NODE"
+
+# The launcher starts once the worker's sshd is ready; then mpirun starts the rank in the worker.
+deadline=$((SECONDS + 180))
+until matches '"command": "hpcc"' "$(finegrain job "$JOB" -n "$NS" -o json 2>/dev/null)"; do
+  phase="$(job_field '{.status.phase}' 2>/dev/null || true)"
+  [ "$phase" != Failed ] || job_failed "HPCJob $NS/$JOB failed"
+  [ "$phase" != Succeeded ] || break
+  ((SECONDS < deadline)) || job_failed "no HPCC rank runs in worker $worker 180 s after the job started; see kubectl -n $NS logs $launcher and kubectl -n $NS describe pod $worker"
+  sleep 0.3
+done
+section "kubectl finegrain job $JOB -n $NS: the worker, its pin and the MPI rank inside it (read by the node agent from the worker's cgroup)"
+finegrain job "$JOB" -n "$NS"
 section "nodeagent pins (kubectl -n $SYS exec ds/finegrain-nodeagent -- nodeagent pins)"
 agent_pins
 section "the job's cgroups as the kernel holds them: the worker on its exclusive CPU, the launcher in the shared pool"
 show_cpuset "$NS" "$worker" worker
 show_cpuset "$NS" "$launcher" mpirun
+if dir="$(cpuset_dir "$NS" "$worker" worker 2>/dev/null)"; then
+  for pid in $(cat "$dir/cgroup.procs" 2>/dev/null); do
+    [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = hpcc ] || continue
+    printf '  rank pid %-8s %s, %s\n' "$pid" "$(grep Cpus_allowed_list "/proc/$pid/status" | tr -s '\t' ' ' || true)" \
+      "$(grep Mems_allowed_list "/proc/$pid/status" | tr -s '\t' ' ' || true)"
+  done
+fi
 
-section "waiting for the launcher's DGEMM to end the job"
-wait_job_phase 120 Succeeded
+section "waiting for HPCC to end the job"
+wait_job_phase 600 Succeeded
 kubectl -n "$NS" get hpcjobs
-# fgworker's result, without its notes on the perf counters a container may not read.
-kubectl -n "$NS" logs "$launcher" | { grep -v '^n/a .* unavailable: ' || true; }
+section "HPCC's headline figures (kubectl -n $NS logs $launcher | bin/hpcc parse)"
+kubectl -n "$NS" logs "$launcher" | "$FG_ROOT/bin/hpcc" parse ||
+  die "the launcher's log holds no successful HPCC summary; see kubectl -n $NS logs $launcher"
 # The placer deletes the job's workers; the agent returns their CPUs to the shared pool.
 deadline=$((SECONDS + 30))
 until in_shared_pool "$pin"; do

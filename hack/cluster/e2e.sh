@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# make e2e: the end-to-end suite (go test -tags e2e ./test/e2e/...) on the local cluster, once per
+# make e2e: the MPI image's own test (images/mpi/imagetest), then the end-to-end suite
+# (go test -tags e2e ./test/e2e/...) on the local cluster, once per
 # kubelet CPU manager policy (none: finegrain's agent pins; static: the kubelet's own pinning,
 # the baseline) on containerd 1.6, where the agent pins through inotify, then the pinning suite
 # once more on containerd 2 with NRI (CONTAINERD=2), where it pins at container creation. Cases
@@ -46,6 +47,17 @@ trap finish EXIT
 
 cd "$FG_ROOT"
 go vet -tags e2e ./test/e2e/... || die "go vet -tags e2e ./test/e2e/... failed"
+
+# The MPI image on its own first (images/mpi/imagetest): workers and launchers of the image in
+# namespaces of their own, both MPIs over ssh, binding inside a cpuset; no cluster needed.
+"$FG_ROOT/hack/images/build.sh" || die "could not build the images (hack/images/build.sh)"
+image_start=$SECONDS
+if FINEGRAIN_MPI_IMAGE="$FG_ROOT/_output/images/mpi.tar" go test -count=1 -v ./images/mpi/imagetest; then
+  ran+=("mpi-image($((SECONDS - image_start))s)")
+else
+  ran+=("mpi-image($((SECONDS - image_start))s)")
+  failed+=("mpi-image")
+fi
 
 for pass in "${passes[@]}"; do
   policy="${pass%:*}" containerd="${pass#*:}"

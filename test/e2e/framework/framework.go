@@ -29,6 +29,9 @@ const (
 	WorkerImage = "localhost/finegrain-worker:dev"
 	// FinegrainImage holds every command under cmd/ in /usr/local/bin.
 	FinegrainImage = "localhost/finegrain:dev"
+	// MPIImage runs sshd as a worker and the given command as a launcher, with Open MPI, MPICH
+	// and HPCC (images/mpi).
+	MPIImage = "localhost/finegrain-mpi:dev"
 )
 
 // SystemNamespace is where daemonset/ deploys finegrain (the node agent, the placer); the failure

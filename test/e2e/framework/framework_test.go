@@ -197,3 +197,14 @@ func TestTailFile(t *testing.T) {
 		t.Errorf("tailFile of a missing file = %q, want the error", got)
 	}
 }
+
+func TestPollStopsAtAPermanentError(t *testing.T) {
+	calls := 0
+	took, err := Poll(context.Background(), time.Minute, func(context.Context) error {
+		calls++
+		return Permanent(fmt.Errorf("the job failed"))
+	})
+	if calls != 1 || err == nil || err.Error() != "the job failed" || took > 10*time.Second {
+		t.Errorf("Poll: %d calls, %v after %v; want one call and the error at once", calls, err, took)
+	}
+}

@@ -25,8 +25,18 @@ func pollInterval(timeout time.Duration) time.Duration {
 // a context ending at that end would fail for lack of time, hiding the error that matters.
 const callGrace = 10 * time.Second
 
+// permanentError marks an error no further check can cure.
+type permanentError struct{ err error }
+
+func (e permanentError) Error() string { return e.err.Error() }
+func (e permanentError) Unwrap() error { return e.err }
+
+// Permanent wraps an error a check returns when waiting longer cannot help (the job already
+// ended in another phase): Poll returns it at once instead of waiting out its timeout.
+func Permanent(err error) error { return permanentError{err} }
+
 // Poll calls check until it returns nil, then returns nil and how long that took, or returns
-// check's last error once timeout has passed. Each call gets a context that ends at the
+// check's last error once timeout has passed, or at once a Permanent one. Each call gets a context that ends at the
 // deadline or callGrace after the call starts, whichever is later.
 func Poll(ctx context.Context, timeout time.Duration, check func(ctx context.Context) error) (time.Duration, error) {
 	start := time.Now()
@@ -42,6 +52,9 @@ func Poll(ctx context.Context, timeout time.Duration, check func(ctx context.Con
 		cancel()
 		if err == nil {
 			return time.Since(start), nil
+		}
+		if errors.As(err, new(permanentError)) {
+			return time.Since(start), err
 		}
 		// A check cut short by its deadline says less than the one before it.
 		if last == nil || !(errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)) {
