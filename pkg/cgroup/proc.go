@@ -73,7 +73,7 @@ func (p procReader) rank(dir string) (Rank, string) {
 	f, err := os.Open(filepath.Join(dir, "environ"))
 	switch {
 	case errors.Is(err, os.ErrPermission):
-		return Rank{}, "environment not readable (permission denied): a process of another user, or with capabilities the node agent lacks, shows no rank"
+		return Rank{}, "no rank number: the process's environment is not readable (permission denied); the node agent reads rank numbers when its container has CAP_SYS_PTRACE (daemonset/nodeagent/daemonset.yaml says why it has not by default)"
 	case err != nil && isExited(err):
 		return Rank{}, "exited while read"
 	case err != nil:

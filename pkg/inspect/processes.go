@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -110,6 +111,7 @@ func ParsePodName(s string) (types.NamespacedName, error) {
 func WriteProcessesTable(w io.Writer, containers []ContainerProcesses) error {
 	var buf bytes.Buffer
 	tw := tabwriter.NewWriter(&buf, 0, 4, 2, ' ', 0)
+	var notes footnotes
 	fmt.Fprintln(tw, "POD\tCONTAINER\tPINNED CPUS\tPID\tRANK\tCOMMAND\tCPUS ALLOWED\tMEMORY NODES\tNOTE")
 	for _, c := range containers {
 		lead := fmt.Sprintf("%s\t%s\t%s", c.PodLabel(), c.Container, cpusOrNone(c.CPUs))
@@ -128,7 +130,7 @@ func WriteProcessesTable(w io.Writer, containers []ContainerProcesses) error {
 			if p.Rank != nil {
 				rank = strconv.Itoa(*p.Rank)
 			}
-			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\n", lead, p.PID, rank, printable(p.Command), p.CPUs, p.Mems, processNote(c, p))
+			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\n", lead, p.PID, rank, printable(p.Command), p.CPUs, p.Mems, processNote(c, p, &notes))
 		}
 		if rest := c.Listed - len(c.Processes); rest > 0 {
 			fmt.Fprintf(tw, "%s\t...\t\t\t\t\t%d more processes not shown (exited while read, or past the bound per container)\n", lead, rest)
@@ -143,12 +145,28 @@ func WriteProcessesTable(w io.Writer, containers []ContainerProcesses) error {
 		bw.WriteString(strings.TrimRight(line, " \n"))
 		bw.WriteByte('\n')
 	}
+	for i, n := range notes {
+		fmt.Fprintf(bw, "[%d] %s\n", i+1, n)
+	}
 	return bw.Flush()
 }
 
+// footnotes are the problems of a table, each printed once below it and referred to by number
+// (the same problem, such as an unreadable environment, usually applies to every process).
+type footnotes []string
+
+func (f *footnotes) ref(note string) string {
+	i := slices.Index(*f, note)
+	if i < 0 {
+		*f = append(*f, note)
+		i = len(*f) - 1
+	}
+	return "[" + strconv.Itoa(i+1) + "]"
+}
+
 // processNote says what a person should notice about one process: CPUs or memory nodes
-// outside the container's pin, a sub-cgroup, a problem.
-func processNote(c ContainerProcesses, p Process) string {
+// outside the container's pin, a sub-cgroup, and a problem (as a footnote reference).
+func processNote(c ContainerProcesses, p Process, problems *footnotes) string {
 	var notes []string
 	if outside(p.CPUs, c.CPUs) {
 		notes = append(notes, "CPUs outside the pin")
@@ -160,7 +178,7 @@ func processNote(c ContainerProcesses, p Process) string {
 		notes = append(notes, "in sub-cgroup "+printable(p.Cgroup))
 	}
 	if p.Problem != "" {
-		notes = append(notes, printable(p.Problem))
+		notes = append(notes, problems.ref(printable(p.Problem)))
 	}
 	return strings.Join(notes, "; ")
 }

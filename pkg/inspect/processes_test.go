@@ -61,7 +61,8 @@ hpc/lammps-worker-0  worker     2-5                    4242  0     lmp      2   
 hpc/lammps-worker-0  worker     2-5                    4243  1     lmp?[2J  3             0             in sub-cgroup ranks
 hpc/lammps-worker-0  worker     2-5                    ...                                              2 more processes not shown (exited while read, or past the bound per container)
 hpc/lammps-worker-1  worker     6-7                    -     -     -        -             -             not listed: container u1/containerd://bb: cgroup missing (the container exited or is not created yet)
-hpc/escape           worker     8-9 (not written yet)  5000  0     a.out    0-15          0-1           CPUs outside the pin; memory nodes outside the pin; environment not readable (permission denied)
+hpc/escape           worker     8-9 (not written yet)  5000  0     a.out    0-15          0-1           CPUs outside the pin; memory nodes outside the pin; [1]
+[1] environment not readable (permission denied)
 `
 	if d := cmp.Diff(want, b.String()); d != "" {
 		t.Errorf("table (-want +got):\n%s", d)
