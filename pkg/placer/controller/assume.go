@@ -4,6 +4,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // assumptions are pods the placer has bound (or is binding) that its pod informer does not show
@@ -15,10 +16,18 @@ type assumptions struct {
 }
 
 type assumed struct {
-	// pod is a copy with spec.nodeName and the NUMA annotation set.
+	// pod is a copy with spec.nodeName and the NUMA annotation set (and its UID once known).
 	pod *corev1.Pod
 	// doneAt is when its binding finished (zero while in flight).
 	doneAt time.Time
+}
+
+// seen is what the pod informer showed of a pod: its node ("" once deleted) and UID. Pods of one
+// name follow each other (a job placed again, a launcher retried), and the informer's events of
+// an older one may arrive after its successor was created: the UID tells them apart.
+type seen struct {
+	node string
+	uid  types.UID
 }
 
 func newAssumptions(ttl time.Duration) *assumptions {
@@ -29,25 +38,36 @@ func podKey(p *corev1.Pod) string { return p.Namespace + "/" + p.Name }
 
 func (a *assumptions) add(p *corev1.Pod) { a.pods[podKey(p)] = &assumed{pod: p} }
 
-func (a *assumptions) done(key string, now time.Time) {
+// done records that a pod's binding finished; uid is the pod's (the API server gives a created
+// pod its UID), empty when unknown.
+func (a *assumptions) done(key string, now time.Time, uid types.UID) {
 	if x, ok := a.pods[key]; ok {
 		x.doneAt = now
+		if uid != "" {
+			x.pod.UID = uid
+		}
 	}
 }
 
 func (a *assumptions) forget(key string) { delete(a.pods, key) }
 
 // settle drops an assumption the informer has caught up with: the pod shown bound to the
-// assumed node, or deleted after its binding finished (a deletion seen while a pod of the same
-// name is being bound is an older pod's).
-func (a *assumptions) settle(key, node string) {
+// assumed node, or deleted after its binding finished. What the informer shows of another pod
+// of the same name (its UID differs from the assumed pod's, or the assumed pod is still being
+// created) is an older pod's and changes nothing.
+func (a *assumptions) settle(key string, s seen) {
 	x, ok := a.pods[key]
-	if !ok {
+	if !ok || !x.sameUID(s.uid) {
 		return
 	}
-	if (node != "" && x.pod.Spec.NodeName == node) || (node == "" && !x.doneAt.IsZero()) {
+	if (s.node != "" && x.pod.Spec.NodeName == s.node) || (s.node == "" && !x.doneAt.IsZero()) {
 		delete(a.pods, key)
 	}
+}
+
+// sameUID reports whether uid may be the assumed pod's: equal to its UID, or either unknown.
+func (x *assumed) sameUID(uid types.UID) bool {
+	return x.pod.UID == "" || uid == "" || x.pod.UID == uid
 }
 
 func (a *assumptions) has(key string) bool {
@@ -71,7 +91,7 @@ func (a *assumptions) overlay(pods []*corev1.Pod, now time.Time) []*corev1.Pod {
 		switch {
 		case !ok:
 			out = append(out, p)
-		case p.Spec.NodeName != "" || p.DeletionTimestamp != nil:
+		case (p.Spec.NodeName != "" || p.DeletionTimestamp != nil) && x.sameUID(p.UID):
 			delete(a.pods, k)
 			out = append(out, p)
 		default:

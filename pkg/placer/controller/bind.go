@@ -48,6 +48,8 @@ type target struct {
 	numa int
 	role string
 
+	// uid is the pod's UID once it is created or known.
+	uid types.UID
 	err error
 }
 
@@ -175,9 +177,11 @@ func (c *Controller) bindOne(ctx context.Context, t *target) error {
 			p = p.DeepCopy()
 			p.Spec.NodeName = t.node
 		}
-		if _, err := pods.Create(ctx, p, metav1.CreateOptions{}); err != nil {
+		created, err := pods.Create(ctx, p, metav1.CreateOptions{})
+		if err != nil {
 			return fmt.Errorf("create pod %s/%s bound to node %q: %w", p.Namespace, p.Name, t.node, err)
 		}
+		t.uid = created.UID
 		return nil
 	} else if cur, has := p.Annotations[v1alpha1.AnnotationNUMANode]; t.numa >= 0 && cur != strconv.Itoa(t.numa) {
 		annotations = map[string]string{v1alpha1.AnnotationNUMANode: strconv.Itoa(t.numa)}
@@ -194,6 +198,7 @@ func (c *Controller) bindOne(ctx context.Context, t *target) error {
 	if err := pods.Bind(ctx, b, metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("bind pod %s/%s to node %s: %w", p.Namespace, p.Name, t.node, err)
 	}
+	t.uid = p.UID
 	return nil
 }
 

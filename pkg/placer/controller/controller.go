@@ -111,8 +111,8 @@ type Controller struct {
 	mu         sync.Mutex
 	dirtyJobs  map[string]bool
 	dirtyGangs map[string]bool
-	// settled are pods the informer has shown bound (value: the node) or deleted (value: "").
-	settled map[string]string
+	// settled are pods the informer has shown bound (with their node) or deleted (node "").
+	settled map[string]seen
 	// refused are the node agent's refusal events by pod ("namespace/name").
 	refused map[string]refusal
 	changed bool
@@ -149,7 +149,7 @@ func New(kube kubernetes.Interface, dyn dynamic.Interface, recorder events.Event
 		opts: opts, log: log, kube: kube, dyn: dyn, recorder: recorder, metrics: NewMetrics(reg),
 		dirtyJobs:  map[string]bool{},
 		dirtyGangs: map[string]bool{},
-		settled:    map[string]string{},
+		settled:    map[string]seen{},
 		refused:    map[string]refusal{},
 		wake:       make(chan struct{}, 1),
 		queue: queue.New(queue.Options{
@@ -283,9 +283,9 @@ func (c *Controller) onPod(obj any, deleted bool) {
 		c.changed = true
 	}
 	if deleted {
-		c.settled[podKey(p)] = ""
+		c.settled[podKey(p)] = seen{uid: p.UID}
 	} else if p.Spec.NodeName != "" {
-		c.settled[podKey(p)] = p.Spec.NodeName
+		c.settled[podKey(p)] = seen{node: p.Spec.NodeName, uid: p.UID}
 	}
 	c.mu.Unlock()
 	c.signal()
@@ -368,13 +368,13 @@ func (c *Controller) drain(ctx context.Context) {
 	}
 	c.mu.Lock()
 	jobs, gangs, changed, settled, refused := c.dirtyJobs, c.dirtyGangs, c.changed, c.settled, c.refused
-	c.dirtyJobs, c.dirtyGangs, c.changed, c.settled, c.refused = map[string]bool{}, map[string]bool{}, false, map[string]string{}, map[string]refusal{}
+	c.dirtyJobs, c.dirtyGangs, c.changed, c.settled, c.refused = map[string]bool{}, map[string]bool{}, false, map[string]seen{}, map[string]refusal{}
 	c.mu.Unlock()
 	for k, r := range refused {
 		c.refusals[k] = r
 	}
-	for k, node := range settled {
-		c.assumed.settle(k, node)
+	for k, s := range settled {
+		c.assumed.settle(k, s)
 	}
 	if changed {
 		c.queue.Changed()

@@ -126,7 +126,7 @@ func (c *Controller) finish(ctx context.Context, op *bindOp) {
 		case t.node == "":
 		case t.err == nil && (err == nil || op.kind == opGang):
 			// Bound and kept (a failed HPCJob binding deletes every pod it created).
-			c.assumed.done(podKey(t.pod), now)
+			c.assumed.done(podKey(t.pod), now, t.uid)
 		default:
 			c.assumed.forget(podKey(t.pod))
 		}
