@@ -340,3 +340,60 @@ func TestDeletedLauncherFailsTheJob(t *testing.T) {
 	}
 	h.finishedWith("hpc", "j", v1alpha1.PhaseFailed, ReasonLauncherGone)
 }
+
+// Six host-network workers over three nodes: each node's workers get distinct ports, the same
+// ports repeat across nodes, and the hostfile and SSH configuration name every worker with its
+// own; the launcher waits for all six.
+func TestHostNetworkJobOverSeveralNodes(t *testing.T) {
+	h := newHarness(t, testOptions(), cluster(3, 2)...)
+	h.createJob(hpcJob("j", 6, func(s *v1alpha1.HPCJobSpec) {
+		s.Granularity = v1alpha1.GranularityFine
+		s.MPIImplementation = v1alpha1.MPICH
+		s.LauncherCreationPolicy = v1alpha1.WaitForWorkersReady
+		s.Worker.Spec.HostNetwork = true
+	}))
+	h.eventually("job running", func() bool { return h.phase("hpc", "j") == v1alpha1.PhaseRunning })
+	job := h.job("hpc", "j")
+	portsOn := map[string][]int32{}
+	portOf := map[string]int32{}
+	for _, pl := range job.Status.Placements {
+		p, _ := h.lookup("hpc", pl.Worker)
+		port := p.Spec.Containers[0].Ports[0].HostPort
+		portsOn[pl.Node] = append(portsOn[pl.Node], port)
+		portOf[pl.Worker] = port
+	}
+	if len(portsOn) != 3 {
+		t.Fatalf("workers on %d nodes, want 3: %v", len(portsOn), portsOn)
+	}
+	for node, ports := range portsOn {
+		if len(ports) != 2 || ports[0] == ports[1] || min(ports[0], ports[1]) != 20000 || max(ports[0], ports[1]) != 20001 {
+			t.Errorf("node %s: worker ports %v, want 20000 and 20001", node, ports)
+		}
+	}
+	cm, err := h.kube.CoreV1().ConfigMaps("hpc").Get(context.Background(), "j-hostfile", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 6 {
+		w := v1alpha1.WorkerName("j", i)
+		if !strings.Contains(cm.Data[mpi.HostfileKey], w+".j-workers.hpc.svc:1\n") {
+			t.Errorf("MPICH hostfile lacks %s:\n%s", w, cm.Data[mpi.HostfileKey])
+		}
+		if want := "Host " + w + ".j-workers.hpc.svc " + w + ".j-workers\n    Port " + itoa(int(portOf[w])) + "\n"; !strings.Contains(cm.Data[mpi.SSHConfigKey], want) {
+			t.Errorf("ssh_config lacks %q", want)
+		}
+	}
+	for i, pl := range job.Status.Placements {
+		h.never("launcher created before every worker is ready", 50*time.Millisecond, func() bool {
+			_, ok := h.lookup("hpc", "j-launcher")
+			return ok
+		})
+		h.setReady("hpc", pl.Worker)
+		if i == len(job.Status.Placements)-1 {
+			h.eventually("launcher created", func() bool {
+				_, ok := h.lookup("hpc", "j-launcher")
+				return ok
+			})
+		}
+	}
+}
