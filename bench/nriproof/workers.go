@@ -13,11 +13,11 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/utils/cpuset"
 
 	"github.com/finegrain-dev/finegrain/bench/internal/agentbench"
 	fgresult "github.com/finegrain-dev/finegrain/bench/internal/result"
 	"github.com/finegrain-dev/finegrain/internal/observe"
+	"github.com/finegrain-dev/finegrain/pkg/cpulist"
 )
 
 // tolerateAnnotation lets a pod start while the NRI plugin is absent (daemonset/nri/); the
@@ -161,8 +161,8 @@ func (s *sample) readRun(logs []byte) error {
 }
 
 func sameSet(a, b string) bool {
-	x, err1 := cpuset.Parse(a)
-	y, err2 := cpuset.Parse(b)
+	x, err1 := cpulist.Parse(a)
+	y, err2 := cpulist.Parse(b)
 	return err1 == nil && err2 == nil && x.Equals(y)
 }
 

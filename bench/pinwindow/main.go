@@ -23,6 +23,7 @@ import (
 
 	"github.com/finegrain-dev/finegrain/bench/internal/agentbench"
 	"github.com/finegrain-dev/finegrain/pkg/cgroup"
+	"github.com/finegrain-dev/finegrain/pkg/cpulist"
 )
 
 type options struct {
@@ -169,5 +170,5 @@ func onlineCPUs() (cpuset.CPUSet, error) {
 	if err != nil {
 		return cpuset.CPUSet{}, err
 	}
-	return cpuset.Parse(strings.TrimSpace(string(data)))
+	return cpulist.Parse(string(data))
 }

@@ -16,6 +16,7 @@ import (
 	"k8s.io/utils/cpuset"
 
 	"github.com/finegrain-dev/finegrain/pkg/cgroup"
+	"github.com/finegrain-dev/finegrain/pkg/cpulist"
 )
 
 // bench runs the measurements against one cluster.
@@ -115,15 +116,8 @@ func (b *bench) cpusOf(pod *corev1.Pod) (string, cpuset.CPUSet, error) {
 	if err != nil {
 		return dir, cpuset.CPUSet{}, err
 	}
-	cpus, err := cpuset.Parse(string(trimNL(data)))
+	cpus, err := cpulist.Parse(string(data))
 	return dir, cpus, err
-}
-
-func trimNL(b []byte) []byte {
-	for len(b) > 0 && (b[len(b)-1] == '\n' || b[len(b)-1] == ' ') {
-		b = b[:len(b)-1]
-	}
-	return b
 }
 
 func (b *bench) deleteAndWait(ctx context.Context, name string) {

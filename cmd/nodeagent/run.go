@@ -18,7 +18,7 @@ import (
 	"github.com/finegrain-dev/finegrain/pkg/agent"
 	"github.com/finegrain-dev/finegrain/pkg/agent/classify"
 	"github.com/finegrain-dev/finegrain/pkg/cgroup"
-	"github.com/finegrain-dev/finegrain/pkg/policy"
+	"github.com/finegrain-dev/finegrain/pkg/cpulist"
 	"github.com/finegrain-dev/finegrain/pkg/report"
 )
 
@@ -91,7 +91,7 @@ func parseRunFlags(args []string, stderr io.Writer, getenv func(string) string) 
 	if a.CgroupDriver, err = cgroup.ParseDriver(driver); err != nil {
 		return o, fmt.Errorf("--cgroup-driver: %w", err)
 	}
-	if a.ReservedCPUs, err = policy.ParseCPUList(reserved); err != nil {
+	if a.ReservedCPUs, err = cpulist.Parse(reserved); err != nil {
 		return o, fmt.Errorf("--reserved-cpus: %w", err)
 	}
 	if a.Classify.CPUQuota, err = classify.ParsePolicy(cpuQuota); err != nil {

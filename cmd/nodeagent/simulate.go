@@ -9,6 +9,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/finegrain-dev/finegrain/pkg/cpulist"
 	"github.com/finegrain-dev/finegrain/pkg/policy"
 	"github.com/finegrain-dev/finegrain/pkg/topology"
 )
@@ -159,7 +160,7 @@ func parseRequestStep(v string) (simStep, error) {
 
 // simulate runs the steps through a fresh allocator on topo.
 func simulate(topo *topology.Topology, opts simulateOptions) (simReport, error) {
-	reserved, err := policy.ParseCPUList(opts.reservedCPUs)
+	reserved, err := cpulist.Parse(opts.reservedCPUs)
 	if err != nil {
 		return simReport{}, fmt.Errorf("--reserved-cpus: %w", err)
 	}

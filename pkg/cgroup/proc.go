@@ -12,6 +12,8 @@ import (
 	"syscall"
 
 	"k8s.io/utils/cpuset"
+
+	"github.com/finegrain-dev/finegrain/pkg/cpulist"
 )
 
 // maxStatusBytes bounds the /proc/<pid>/status read: the file is about 1.5 KiB, its CPU masks
@@ -108,12 +110,12 @@ func parseStatus(r io.Reader) (name string, cpus, mems cpuset.CPUSet, err error)
 		case "Name":
 			name, haveName = value[:min(len(value), maxCommandBytes)], true
 		case "Cpus_allowed_list":
-			if cpus, err = cpuset.Parse(value); err != nil {
+			if cpus, err = cpulist.Parse(value); err != nil {
 				return "", cpuset.CPUSet{}, cpuset.CPUSet{}, fmt.Errorf("Cpus_allowed_list %q: %w", truncate(value), err)
 			}
 			haveCPUs = true
 		case "Mems_allowed_list":
-			if mems, err = cpuset.Parse(value); err != nil {
+			if mems, err = cpulist.Parse(value); err != nil {
 				return "", cpuset.CPUSet{}, cpuset.CPUSet{}, fmt.Errorf("Mems_allowed_list %q: %w", truncate(value), err)
 			}
 			haveMems = true

@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"k8s.io/utils/cpuset"
+
+	"github.com/finegrain-dev/finegrain/pkg/cpulist"
 )
 
 // State is what a container's cgroup carries now.
@@ -79,13 +81,13 @@ func (s *State) set(file, val string) error {
 	var err error
 	switch file {
 	case fileCPUs:
-		s.CPUs, err = cpuset.Parse(val)
+		s.CPUs, err = cpulist.Parse(val)
 	case fileMems:
-		s.Mems, err = cpuset.Parse(val)
+		s.Mems, err = cpulist.Parse(val)
 	case fileV1EffCPUs, fileV2EffCPUs:
-		s.EffectiveCPUs, err = cpuset.Parse(val)
+		s.EffectiveCPUs, err = cpulist.Parse(val)
 	case fileV1EffMems, fileV2EffMems:
-		s.EffectiveMems, err = cpuset.Parse(val)
+		s.EffectiveMems, err = cpulist.Parse(val)
 	case filePeriod:
 		s.CPUQuota.PeriodUS, err = strconv.ParseUint(val, 10, 64)
 	case fileQuota:

@@ -9,6 +9,8 @@ import (
 
 	"github.com/opencontainers/cgroups"
 	"k8s.io/utils/cpuset"
+
+	"github.com/finegrain-dev/finegrain/pkg/cpulist"
 )
 
 const (
@@ -176,7 +178,7 @@ func canonical(file, raw string) (string, error) {
 	}
 	switch file {
 	case fileCPUs, fileMems, fileV1EffCPUs, fileV1EffMems, fileV2EffCPUs, fileV2EffMems:
-		set, err := cpuset.Parse(s)
+		set, err := cpulist.Parse(s)
 		if err != nil {
 			return bad("a kernel CPU list")
 		}

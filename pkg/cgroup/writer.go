@@ -9,6 +9,8 @@ import (
 
 	"github.com/opencontainers/cgroups"
 	"k8s.io/utils/cpuset"
+
+	"github.com/finegrain-dev/finegrain/pkg/cpulist"
 )
 
 // Writer is what the node agent needs from the host's cgroups. FS is the real one;
@@ -83,7 +85,7 @@ func (f *FS) readSet(ref ContainerRef, c Controller, dir, file string) (cpuset.C
 	if err != nil {
 		return cpuset.CPUSet{}, err
 	}
-	set, err := cpuset.Parse(s)
+	set, err := cpulist.Parse(s)
 	if err != nil {
 		return cpuset.CPUSet{}, fmt.Errorf("container %s: %s in %s: %w", ref, file, dir, err)
 	}

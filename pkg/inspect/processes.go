@@ -15,7 +15,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
-	"k8s.io/utils/cpuset"
+
+	"github.com/finegrain-dev/finegrain/pkg/cpulist"
 )
 
 // Processes is what runs in the pinned containers of one node, read by its agent from the
@@ -186,11 +187,11 @@ func processNote(c ContainerProcesses, p Process, problems *footnotes) string {
 // outside reports whether CPU list have holds anything outside CPU list pin; lists that do not
 // parse count as outside.
 func outside(have, pin string) bool {
-	h, err := cpuset.Parse(have)
+	h, err := cpulist.Parse(have)
 	if err != nil {
 		return true
 	}
-	p, err := cpuset.Parse(pin)
+	p, err := cpulist.Parse(pin)
 	return err != nil || !h.IsSubsetOf(p)
 }
 

@@ -8,8 +8,8 @@ import (
 	"strings"
 	"time"
 
-	"k8s.io/utils/cpuset"
 
+	"github.com/finegrain-dev/finegrain/pkg/cpulist"
 	"github.com/finegrain-dev/finegrain/pkg/report"
 	"github.com/finegrain-dev/finegrain/pkg/report/nrt"
 )
@@ -160,7 +160,7 @@ func FromNRT(o *nrt.NodeResourceTopology) (Pins, error) {
 		if !ok {
 			return fail("zone %s has no %s attribute; a finegrain node agent did not write it", z.Name, nrt.AttrFreeCPUs)
 		}
-		free, err := cpuset.Parse(freeText)
+		free, err := cpulist.Parse(freeText)
 		if err != nil {
 			return fail("zone %s attribute %s=%q is not a CPU list: %v", z.Name, nrt.AttrFreeCPUs, freeText, err)
 		}

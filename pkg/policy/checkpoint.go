@@ -12,6 +12,7 @@ import (
 
 	"k8s.io/utils/cpuset"
 
+	"github.com/finegrain-dev/finegrain/pkg/cpulist"
 	"github.com/finegrain-dev/finegrain/pkg/topology"
 )
 
@@ -134,7 +135,7 @@ func DecodeCheckpoint(data []byte) (Checkpoint, error) {
 	if _, sum, err := canonical(p); err != nil || sum != f.Checksum {
 		return Checkpoint{}, fmt.Errorf("checkpoint payload does not match checksum %q: %w", f.Checksum, ErrChecksum)
 	}
-	reserved, err := ParseCPUList(p.Reserved)
+	reserved, err := cpulist.Parse(p.Reserved)
 	if err != nil {
 		return Checkpoint{}, fmt.Errorf("checkpoint reserved CPUs: %w", err)
 	}
@@ -144,12 +145,12 @@ func DecodeCheckpoint(data []byte) (Checkpoint, error) {
 		if a.PodUID == "" || a.Container == "" {
 			return Checkpoint{}, fmt.Errorf("checkpoint assignment %d has an empty pod UID or container name", i)
 		}
-		cpus, err := ParseCPUList(a.CPUs)
+		cpus, err := cpulist.Parse(a.CPUs)
 		if err != nil {
 			return Checkpoint{}, fmt.Errorf("checkpoint assignment of %s: %w", key, err)
 		}
-		if a.NUMANode < 0 || a.NUMANode > MaxCPUID {
-			return Checkpoint{}, fmt.Errorf("checkpoint assignment of %s has NUMA node %d, out of range 0-%d", key, a.NUMANode, MaxCPUID)
+		if a.NUMANode < 0 || a.NUMANode > cpulist.MaxID {
+			return Checkpoint{}, fmt.Errorf("checkpoint assignment of %s has NUMA node %d, out of range 0-%d", key, a.NUMANode, cpulist.MaxID)
 		}
 		cp.Assignments = append(cp.Assignments, Assignment{Key: key, CPUs: cpus, NUMANode: a.NUMANode, Mems: cpuset.New(a.NUMANode)})
 	}

@@ -86,12 +86,12 @@ func TestDiscoverRejectsBadFiles(t *testing.T) {
 		{
 			name:   "malformed node cpulist",
 			damage: func(t *testing.T, r string) { writeFile(t, r, nodeDirRel+"node1/cpulist", "18-35x\n") },
-			file:   nodeDirRel + "node1/cpulist", want: "unexpected character",
+			file:   nodeDirRel + "node1/cpulist", want: `"35x" is not a CPU number`,
 		},
 		{
 			name:   "reversed range",
 			damage: func(t *testing.T, r string) { writeFile(t, r, cpuDirRel+"online", "35-0\n") },
-			file:   cpuDirRel + "online", want: "ends below its start",
+			file:   cpuDirRel + "online", want: `range "35-0" runs backwards`,
 		},
 		{
 			name:   "missing meminfo",

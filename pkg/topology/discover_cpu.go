@@ -62,14 +62,11 @@ func (r *cpuReader) onlineIDs(path string) ([]int, error) {
 	if err != nil {
 		return nil, err
 	}
-	ids, err := appendList(nil, data)
-	if err == nil && len(data) == 0 {
-		err = errEmpty
-	}
+	set, err := parseListFile(data)
 	if err != nil {
 		return nil, &FileError{Path: path, Want: wantList, Err: err}
 	}
-	return slices.DeleteFunc(ids, func(id int) bool { return id >= len(r.online) || !r.online[id] }), nil
+	return slices.DeleteFunc(set.List(), func(id int) bool { return id >= len(r.online) || !r.online[id] }), nil
 }
 
 func (r *cpuReader) read(cpu int) (cpuRecord, error) {

@@ -7,39 +7,9 @@ import (
 	"testing"
 
 	"k8s.io/utils/cpuset"
+
+	"github.com/finegrain-dev/finegrain/pkg/cpulist"
 )
-
-func FuzzParseList(f *testing.F) {
-	for _, s := range []string{"0-3,8", "", "\n", "0\n", "0-17,36-53", "5-5", "3-1", "1,,2", "1,1", "2,1", "0-65536",
-		"0-4294967295", "-1", "+1", " 1", "1-", "-", ",", "0-3,2-5", "12,14-15\n\n"} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, s string) {
-		set, err := ParseList(s)
-		if err != nil {
-			return
-		}
-		if set.Size() > MaxListID+1 {
-			t.Fatalf("ParseList(%q) returned %d CPUs, above the limit", s, set.Size())
-		}
-		again, err := ParseList(set.String())
-		if err != nil || !again.Equals(set) {
-			t.Fatalf("ParseList(%q) = %s, which does not parse back (%v)", s, set, err)
-		}
-		// Whatever the strict parser accepts, the cpuset package reads the same way.
-		lenient, err := cpuset.Parse(trimNewline(s))
-		if err != nil || !lenient.Equals(set) {
-			t.Fatalf("ParseList(%q) = %s but cpuset.Parse gives %s (%v)", s, set, lenient, err)
-		}
-	})
-}
-
-func trimNewline(s string) string {
-	if len(s) > 0 && s[len(s)-1] == '\n' {
-		return s[:len(s)-1]
-	}
-	return s
-}
 
 // FuzzFileParsers feeds arbitrary bytes to every per-file parser: none may panic, and what they
 // accept must be sane.
@@ -71,7 +41,7 @@ func FuzzFileParsers(f *testing.F) {
 			t.Fatalf("parseHexFile(%q) = 0 without error", data)
 		}
 		_, _ = parseBlockOnline(data)
-		if set, err := parseListFile(data); err == nil && set.Size() > MaxListID+1 {
+		if set, err := parseListFile(data); err == nil && set.Size() > cpulist.MaxID+1 {
 			t.Fatalf("parseListFile(%q) returned %d CPUs", data, set.Size())
 		}
 	})

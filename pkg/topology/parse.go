@@ -7,12 +7,9 @@ import (
 	"strconv"
 
 	"k8s.io/utils/cpuset"
-)
 
-// MaxListID bounds the numbers a kernel list may hold. Linux caps NR_CPUS at 8192 and
-// MAX_NUMNODES at 1024; anything far above that is a corrupt file, and refusing it keeps a
-// malformed "0-4000000000" from allocating gigabytes.
-const MaxListID = 1 << 16
+	"github.com/finegrain-dev/finegrain/pkg/cpulist"
+)
 
 // Expectations, as error messages state them.
 const (
@@ -40,87 +37,14 @@ func content(data []byte) ([]byte, error) {
 	return data, nil
 }
 
-// ParseList parses a kernel list ("0-3,8,10-11") as sysfs prints CPU and node masks. An empty
-// string (or a lone newline) is the empty set. Unlike a lenient parser it refuses spaces, signs,
-// reversed or overlapping ranges, duplicates, descending order and numbers above MaxListID, because
-// the kernel never prints those and a file holding one is corrupt.
-func ParseList(s string) (cpuset.CPUSet, error) {
-	ids, err := appendList(nil, []byte(s))
-	if err != nil {
-		return cpuset.New(), err
-	}
-	return cpuset.New(ids...), nil
-}
-
-// parseListFile parses the contents of a list file (with its trailing newline).
+// parseListFile parses the contents of a list file (with its trailing newline); an empty file is
+// truncated, not an empty list.
 func parseListFile(data []byte) (cpuset.CPUSet, error) {
 	data, err := content(data)
 	if err != nil {
 		return cpuset.New(), err
 	}
-	ids, err := appendList(nil, data)
-	if err != nil {
-		return cpuset.New(), err
-	}
-	return cpuset.New(ids...), nil
-}
-
-func appendList(ids []int, s []byte) ([]int, error) {
-	if len(s) > 0 && s[len(s)-1] == '\n' {
-		s = s[:len(s)-1]
-	}
-	if len(s) == 0 {
-		return ids, nil
-	}
-	next := 0 // smallest number the next item may start with
-	for item := range bytes.SplitSeq(s, []byte{','}) {
-		lo, hi, err := parseRange(item)
-		if err != nil {
-			return nil, err
-		}
-		if lo < next {
-			return nil, fmt.Errorf("item %q is not above the previous item", item)
-		}
-		for id := lo; id <= hi; id++ {
-			ids = append(ids, id)
-		}
-		next = hi + 1
-	}
-	return ids, nil
-}
-
-func parseRange(item []byte) (lo, hi int, err error) {
-	first, last, isRange := bytes.Cut(item, []byte{'-'})
-	if lo, err = parseListNumber(first); err != nil {
-		return 0, 0, fmt.Errorf("item %q: %w", item, err)
-	}
-	if !isRange {
-		return lo, lo, nil
-	}
-	if hi, err = parseListNumber(last); err != nil {
-		return 0, 0, fmt.Errorf("item %q: %w", item, err)
-	}
-	if hi < lo {
-		return 0, 0, fmt.Errorf("range %q ends below its start", item)
-	}
-	return lo, hi, nil
-}
-
-func parseListNumber(b []byte) (int, error) {
-	if len(b) == 0 {
-		return 0, errors.New("missing number")
-	}
-	n := 0
-	for _, c := range b {
-		if c < '0' || c > '9' {
-			return 0, fmt.Errorf("unexpected character %q", c)
-		}
-		n = n*10 + int(c-'0')
-		if n > MaxListID {
-			return 0, fmt.Errorf("number above %d", MaxListID)
-		}
-	}
-	return n, nil
+	return cpulist.Parse(string(data))
 }
 
 // parseIntFile parses a file holding one decimal integer, as topology/core_id does. Negative

@@ -3,6 +3,8 @@ package topology
 import (
 	"encoding/json"
 	"fmt"
+
+	"github.com/finegrain-dev/finegrain/pkg/cpulist"
 )
 
 // View is the public JSON form of a Topology (`nodeagent topology -o json`). Scripts and other
@@ -104,10 +106,10 @@ func nonNil(s []int) []int {
 func (v View) Topology() (*Topology, error) {
 	spec := Spec{L3SizeBytes: map[int]uint64{}}
 	var err error
-	if spec.Offline, err = ParseList(v.OfflineCPUs); err != nil {
+	if spec.Offline, err = cpulist.Parse(v.OfflineCPUs); err != nil {
 		return nil, fmt.Errorf("offlineCPUs %q: %w", v.OfflineCPUs, err)
 	}
-	if spec.Isolated, err = ParseList(v.IsolatedCPUs); err != nil {
+	if spec.Isolated, err = cpulist.Parse(v.IsolatedCPUs); err != nil {
 		return nil, fmt.Errorf("isolatedCPUs %q: %w", v.IsolatedCPUs, err)
 	}
 	for i, n := range v.NUMANodes {
@@ -120,7 +122,7 @@ func (v View) Topology() (*Topology, error) {
 		spec.L3SizeBytes[g.ID] = g.SizeBytes
 	}
 	for _, c := range v.Cores {
-		cpus, err := ParseList(c.CPUs)
+		cpus, err := cpulist.Parse(c.CPUs)
 		if err != nil {
 			return nil, fmt.Errorf("core %d cpus %q: %w", c.ID, c.CPUs, err)
 		}

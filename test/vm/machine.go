@@ -5,6 +5,8 @@ import (
 	"strconv"
 
 	"k8s.io/utils/cpuset"
+
+	"github.com/finegrain-dev/finegrain/pkg/cpulist"
 )
 
 // Machine is the virtual hardware of one configuration: a regular grid of sockets × cores ×
@@ -86,7 +88,7 @@ func (m Machine) Cores() []cpuset.CPUSet {
 
 // NodeCPUs returns the online CPUs of NUMA node id (empty for a memory-only node).
 func (m Machine) NodeCPUs(id int) cpuset.CPUSet {
-	set, err := cpuset.Parse(m.Nodes[id].CPUs)
+	set, err := cpulist.Parse(m.Nodes[id].CPUs)
 	if err != nil {
 		return cpuset.New()
 	}
@@ -120,7 +122,7 @@ func (m Machine) Validate() error {
 	all := cpuRange(0, m.NumCPUs())
 	seen := cpuset.New()
 	for id, n := range m.Nodes {
-		set, err := cpuset.Parse(n.CPUs)
+		set, err := cpulist.Parse(n.CPUs)
 		if err != nil {
 			return fmt.Errorf("NUMA node %d: CPU list %q: %w", id, n.CPUs, err)
 		}
@@ -182,7 +184,7 @@ func (m Machine) qemuArgs() []string {
 	for id, node := range m.Nodes {
 		args = append(args, "-object", fmt.Sprintf("memory-backend-ram,id=mem%d,size=%dM", id, node.MemoryMiB))
 		spec := fmt.Sprintf("node,nodeid=%d,memdev=mem%d", id, id)
-		set, _ := cpuset.Parse(node.CPUs) // checked by Validate
+		set, _ := cpulist.Parse(node.CPUs) // checked by Validate
 		for _, r := range ranges(set) {
 			spec += ",cpus=" + r
 		}

@@ -8,6 +8,7 @@ import (
 	"k8s.io/utils/cpuset"
 
 	"github.com/finegrain-dev/finegrain/bench/internal/result"
+	"github.com/finegrain-dev/finegrain/pkg/cpulist"
 )
 
 // Row summarises the samples of one scenario and benchmark run one way (Via).
@@ -132,7 +133,7 @@ func summarize(group []Sample) (Row, error) {
 		}
 		share := clock / 1e9 / secs
 		shares, perCPU = append(shares, share), append(perCPU, t.Rate/share)
-		set, err := cpuset.Parse(t.RanOn)
+		set, err := cpulist.Parse(t.RanOn)
 		if err != nil {
 			return Row{}, fmt.Errorf("repeat %d: CPUs ran on %q: %w", s.Repeat, t.RanOn, err)
 		}

@@ -4,6 +4,8 @@ import (
 	"fmt"
 
 	"k8s.io/utils/cpuset"
+
+	"github.com/finegrain-dev/finegrain/pkg/cpulist"
 )
 
 // Aggregate builds the Run of processes that ran together, with their totals.
@@ -15,7 +17,7 @@ func Aggregate(benchmark, backend, unit string, procs []Process) (Run, error) {
 		run.Total.BestRate += p.BestRate
 		run.Total.VoluntarySwitches += p.VoluntarySwitches
 		run.Total.InvoluntarySwitches += p.InvoluntarySwitches
-		set, err := cpuset.Parse(p.RanOn)
+		set, err := cpulist.Parse(p.RanOn)
 		if err != nil {
 			return Run{}, fmt.Errorf("rank %d (pid %d): CPUs ran on %q: %w", p.Rank, p.PID, p.RanOn, err)
 		}

@@ -8,7 +8,8 @@ import (
 	"io"
 	"math"
 
-	"k8s.io/utils/cpuset"
+
+	"github.com/finegrain-dev/finegrain/pkg/cpulist"
 )
 
 // Parse reads one Run written by `fgworker -o json` and validates it.
@@ -75,7 +76,7 @@ func (r Run) Validate() error {
 	if !rate(r.Total.Rate) || !rate(r.Total.BestRate) {
 		return fmt.Errorf("total rates %v/%v: want finite, non-negative numbers", r.Total.Rate, r.Total.BestRate)
 	}
-	if _, err := cpuset.Parse(r.Total.RanOn); err != nil {
+	if _, err := cpulist.Parse(r.Total.RanOn); err != nil {
 		return fmt.Errorf("total CPUs ran on %q: %w", r.Total.RanOn, err)
 	}
 	return validateCounters("total", r.Total.Counters)
@@ -99,12 +100,12 @@ func (p Process) Validate() error {
 	for _, f := range []struct{ name, value string }{
 		{"affinity at init", p.AffinityAtInit}, {"affinity at start", p.AffinityAtStart}, {"CPUs ran on", p.RanOn},
 	} {
-		if _, err := cpuset.Parse(f.value); err != nil {
+		if _, err := cpulist.Parse(f.value); err != nil {
 			return fmt.Errorf("%s: %s %q: %w", who, f.name, f.value, err)
 		}
 	}
 	for _, t := range p.Threads {
-		if _, err := cpuset.Parse(t.RanOn); err != nil {
+		if _, err := cpulist.Parse(t.RanOn); err != nil {
 			return fmt.Errorf("%s: thread %d: CPUs ran on %q: %w", who, t.TID, t.RanOn, err)
 		}
 	}

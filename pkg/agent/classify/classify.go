@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/finegrain-dev/finegrain/pkg/cgroup"
+	"github.com/finegrain-dev/finegrain/pkg/cpulist"
 	"github.com/finegrain-dev/finegrain/pkg/policy"
 )
 
@@ -38,7 +39,7 @@ const (
 	ReasonNotPinned           = "NotPinned"
 )
 
-// maxNUMAAnnotationLen bounds the annotation value the agent parses; policy.MaxCPUID has 5 digits.
+// maxNUMAAnnotationLen bounds the annotation value the agent parses; cpulist.MaxID has 5 digits.
 const maxNUMAAnnotationLen = 5
 
 // Config is the operator's part of classification.
@@ -204,7 +205,7 @@ func (p *Pod) numaHint(pod *corev1.Pod, cfg Config) policy.NUMAChoice {
 }
 
 // ParseNUMANode reads a NUMA node annotation: a decimal node number without sign, spaces or
-// leading zeros, at most policy.MaxCPUID.
+// leading zeros, at most cpulist.MaxID.
 func ParseNUMANode(s string) (int, error) {
 	bad := fmt.Errorf("value %q is not a NUMA node number (want a decimal number such as \"0\")", truncate(s))
 	if s == "" || len(s) > maxNUMAAnnotationLen || (len(s) > 1 && s[0] == '0') {
@@ -216,8 +217,8 @@ func ParseNUMANode(s string) (int, error) {
 		}
 	}
 	id, err := strconv.Atoi(s)
-	if err != nil || id > policy.MaxCPUID {
-		return 0, fmt.Errorf("NUMA node %q is out of range 0-%d", truncate(s), policy.MaxCPUID)
+	if err != nil || id > cpulist.MaxID {
+		return 0, fmt.Errorf("NUMA node %q is out of range 0-%d", truncate(s), cpulist.MaxID)
 	}
 	return id, nil
 }

@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/finegrain-dev/finegrain/pkg/cgroup"
+	"github.com/finegrain-dev/finegrain/pkg/cpulist"
 	"github.com/finegrain-dev/finegrain/pkg/policy"
 )
 
@@ -226,7 +227,7 @@ func TestConfigValidate(t *testing.T) {
 }
 
 func TestParseNUMANode(t *testing.T) {
-	for in, want := range map[string]int{"0": 0, "7": 7, "16383": policy.MaxCPUID} {
+	for in, want := range map[string]int{"0": 0, "7": 7, "16383": cpulist.MaxID} {
 		if got, err := ParseNUMANode(in); err != nil || got != want {
 			t.Errorf("ParseNUMANode(%q) = %d, %v, want %d", in, got, err, want)
 		}
@@ -247,8 +248,8 @@ func FuzzParseNUMANode(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if id < 0 || id > policy.MaxCPUID {
-			t.Fatalf("ParseNUMANode(%q) = %d, outside 0-%d", s, id, policy.MaxCPUID)
+		if id < 0 || id > cpulist.MaxID {
+			t.Fatalf("ParseNUMANode(%q) = %d, outside 0-%d", s, id, cpulist.MaxID)
 		}
 	})
 }

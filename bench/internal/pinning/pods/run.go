@@ -19,6 +19,7 @@ import (
 	"github.com/finegrain-dev/finegrain/bench/internal/stream"
 	"github.com/finegrain-dev/finegrain/internal/observe"
 	"github.com/finegrain-dev/finegrain/pkg/agent/kubeletpolicy"
+	"github.com/finegrain-dev/finegrain/pkg/cpulist"
 	"github.com/finegrain-dev/finegrain/pkg/topology"
 )
 
@@ -281,7 +282,7 @@ func (r *runner) ranksPlacement(plan podPlan, procs []result.Process) (string, e
 	}
 	all := cpuset.New()
 	for _, p := range procs {
-		set, err := cpuset.Parse(p.AffinityAtStart)
+		set, err := cpulist.Parse(p.AffinityAtStart)
 		if err != nil {
 			return "", fmt.Errorf("rank %d: affinity at start %q: %w", p.Rank, p.AffinityAtStart, err)
 		}
@@ -292,7 +293,7 @@ func (r *runner) ranksPlacement(plan podPlan, procs []result.Process) (string, e
 
 // spell names a CPU set for the report: "floating" when it is every online CPU.
 func (r *runner) spell(set string) string {
-	cpus, err := cpuset.Parse(set)
+	cpus, err := cpulist.Parse(set)
 	if err == nil && cpus.Equals(r.online) {
 		return "floating"
 	}
