@@ -34,6 +34,7 @@ import (
 
 	"github.com/finegrain-dev/finegrain/pkg/apis/finegrain/v1alpha1"
 	"github.com/finegrain-dev/finegrain/pkg/placer/controller"
+	"github.com/finegrain-dev/finegrain/pkg/report/nrt"
 )
 
 // Options configure a placer process.
@@ -173,7 +174,7 @@ func restConfig(kubeconfig string) (*rest.Config, error) {
 func checkAPIs(kube kubernetes.Interface) error {
 	for _, api := range []struct{ gv, resource, fix string }{
 		{v1alpha1.GroupVersion.String(), v1alpha1.Resource, "install the HPCJob CRD: kubectl apply -k daemonset/"},
-		{controller.NRTResource.GroupVersion().String(), controller.NRTResource.Resource,
+		{nrt.GroupVersionResource.GroupVersion().String(), nrt.GroupVersionResource.Resource,
 			"install the NodeResourceTopology CRD (topology.node.k8s.io/v1alpha2) with the node agent: kubectl apply -k daemonset/"},
 	} {
 		list, err := kube.Discovery().ServerResourcesForGroupVersion(api.gv)

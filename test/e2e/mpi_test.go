@@ -142,7 +142,7 @@ func waitPhase(t *testing.T, c *framework.Cluster, ns, name string, phase v1alph
 
 // agentPin is the CPUs the node agent published for a pod's container, and the NUMA node.
 func agentPin(ctx context.Context, c *framework.Cluster, ns, pod, container string) (cpuset.CPUSet, int, error) {
-	u, err := c.Dynamic.Resource(controller.NRTResource).Get(ctx, c.NodeName, metav1.GetOptions{})
+	u, err := c.Dynamic.Resource(nrt.GroupVersionResource).Get(ctx, c.NodeName, metav1.GetOptions{})
 	if err != nil {
 		return cpuset.CPUSet{}, 0, err
 	}
@@ -321,7 +321,7 @@ func waitGone(t *testing.T, c *framework.Cluster, ns, job string) {
 func noPins(t *testing.T, c *framework.Cluster, ns string) {
 	t.Helper()
 	framework.Eventually(t, "every pinned CPU of "+ns+" back in the shared pool", 30*time.Second, func(ctx context.Context) error {
-		u, err := c.Dynamic.Resource(controller.NRTResource).Get(ctx, c.NodeName, metav1.GetOptions{})
+		u, err := c.Dynamic.Resource(nrt.GroupVersionResource).Get(ctx, c.NodeName, metav1.GetOptions{})
 		if err != nil {
 			return err
 		}

@@ -29,6 +29,7 @@ import (
 	"github.com/finegrain-dev/finegrain/pkg/placer/plan"
 	"github.com/finegrain-dev/finegrain/pkg/placer/snapshot"
 	st "github.com/finegrain-dev/finegrain/pkg/placer/snapshot/snapshottest"
+	"github.com/finegrain-dev/finegrain/pkg/report/nrt"
 	"github.com/finegrain-dev/finegrain/test/e2e/framework"
 )
 
@@ -63,7 +64,7 @@ func deployPlacer(t *testing.T) (*framework.Cluster, int) {
 func freeCores(t *testing.T, c *framework.Cluster) int {
 	t.Helper()
 	ctx := context.Background()
-	nrts := c.Dynamic.Resource(controller.NRTResource)
+	nrts := c.Dynamic.Resource(nrt.GroupVersionResource)
 	_, err := framework.Poll(ctx, 30*time.Second, func(ctx context.Context) error {
 		_, err := nrts.Get(ctx, c.NodeName, metav1.GetOptions{})
 		return err

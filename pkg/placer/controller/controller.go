@@ -23,7 +23,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/informers"
@@ -37,10 +36,8 @@ import (
 	"github.com/finegrain-dev/finegrain/pkg/placer/plan"
 	"github.com/finegrain-dev/finegrain/pkg/placer/queue"
 	"github.com/finegrain-dev/finegrain/pkg/placer/snapshot"
+	"github.com/finegrain-dev/finegrain/pkg/report/nrt"
 )
-
-// NRTResource addresses NodeResourceTopology objects.
-var NRTResource = schema.GroupVersionResource{Group: "topology.node.k8s.io", Version: "v1alpha2", Resource: "noderesourcetopologies"}
 
 // Options tune the controller.
 type Options struct {
@@ -182,7 +179,7 @@ func New(kube kubernetes.Interface, dyn dynamic.Interface, recorder events.Event
 	}
 	c.pods, c.podIndex = podInf.Lister(), podInf.Informer().GetIndexer()
 	c.nodes = c.kubeInformers.Core().V1().Nodes().Lister()
-	nrtInf := c.dynInformers.ForResource(NRTResource)
+	nrtInf := c.dynInformers.ForResource(nrt.GroupVersionResource)
 	jobInf := c.dynInformers.ForResource(v1alpha1.GroupVersionResource)
 	c.nrts, c.jobs = nrtInf.Lister(), jobInf.Lister()
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/finegrain-dev/finegrain/pkg/apis/finegrain/v1alpha1"
 	st "github.com/finegrain-dev/finegrain/pkg/placer/snapshot/snapshottest"
+	"github.com/finegrain-dev/finegrain/pkg/report/nrt"
 )
 
 func TestJobIsBoundWhole(t *testing.T) {
@@ -106,7 +107,7 @@ func TestGangWaitsWholeThenFits(t *testing.T) {
 		}
 	}
 	for _, u := range in.Topologies[1:] {
-		if _, err := h.dyn.Resource(NRTResource).Create(context.Background(), u, metav1.CreateOptions{}); err != nil {
+		if _, err := h.dyn.Resource(nrt.GroupVersionResource).Create(context.Background(), u, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/finegrain-dev/finegrain/pkg/apis/finegrain/v1alpha1"
 	st "github.com/finegrain-dev/finegrain/pkg/placer/snapshot/snapshottest"
+	"github.com/finegrain-dev/finegrain/pkg/report/nrt"
 )
 
 // jobPodsOf counts a job's bound and pending pods.
@@ -123,7 +124,7 @@ func (h *harness) create(o runtime.Object) {
 	case *corev1.Node:
 		_, err = h.kube.CoreV1().Nodes().Create(context.Background(), x, metav1.CreateOptions{})
 	case *unstructured.Unstructured:
-		_, err = h.dyn.Resource(NRTResource).Create(context.Background(), x, metav1.CreateOptions{})
+		_, err = h.dyn.Resource(nrt.GroupVersionResource).Create(context.Background(), x, metav1.CreateOptions{})
 	}
 	if err != nil {
 		h.t.Fatal(err)

@@ -28,6 +28,7 @@ import (
 
 	"github.com/finegrain-dev/finegrain/pkg/apis/finegrain/v1alpha1"
 	st "github.com/finegrain-dev/finegrain/pkg/placer/snapshot/snapshottest"
+	"github.com/finegrain-dev/finegrain/pkg/report/nrt"
 )
 
 var podsGVR = schema.GroupVersionResource{Version: "v1", Resource: "pods"}
@@ -103,7 +104,7 @@ func newHarness(t *testing.T, opts Options, objs ...runtime.Object) *harness {
 	}
 	h := &harness{t: t, kube: fake.NewClientset(typed...), rec: &recorder{}, reg: prometheus.NewRegistry(), failBind: map[string]int{}, done: make(chan struct{})}
 	h.dyn = dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{
-		NRTResource: "NodeResourceTopologyList", v1alpha1.GroupVersionResource: "HPCJobList",
+		nrt.GroupVersionResource: "NodeResourceTopologyList", v1alpha1.GroupVersionResource: "HPCJobList",
 	}, dynamic...)
 	h.kube.PrependReactor("create", "pods", h.bind)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))

@@ -112,11 +112,12 @@ func (c *Controller) pinnedOnNode(pod *corev1.Pod) bool {
 	if err != nil {
 		return false
 	}
+	key := podKey(pod)
 	for i := range obj.Zones {
 		v, _ := obj.Zones[i].Attribute(nrt.AttrPins)
-		pins, _ := nrt.ParsePins(v)
-		for _, p := range pins {
-			if p.Namespace == pod.Namespace && p.Pod == pod.Name {
+		for e, err := range nrt.PinEntries(v) {
+			// A malformed entry names no pod; the zone's other entries still count.
+			if err == nil && e.PodKey() == key {
 				return true
 			}
 		}

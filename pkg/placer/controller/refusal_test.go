@@ -17,6 +17,7 @@ import (
 	"github.com/finegrain-dev/finegrain/pkg/agent"
 	"github.com/finegrain-dev/finegrain/pkg/apis/finegrain/v1alpha1"
 	st "github.com/finegrain-dev/finegrain/pkg/placer/snapshot/snapshottest"
+	"github.com/finegrain-dev/finegrain/pkg/report/nrt"
 )
 
 // The placer reads the agent's refusal events by the agent's own reason.
@@ -131,8 +132,9 @@ func TestRefusedWorkerReplansTheJob(t *testing.T) {
 	}
 }
 
-// A refusal the agent got over within the grace (the pod is in its node's pins by then) and a
-// refusal of a pod that is not an HPCJob worker leave everything as it is.
+// A refusal the agent got over within the grace (the pod is in its node's pins by then, beside
+// a malformed entry that must not hide it) and a refusal of a pod that is not an HPCJob worker
+// leave everything as it is.
 func TestRefusalPinnedWithinGraceIsIgnored(t *testing.T) {
 	opts := testOptions()
 	opts.RefusalGrace = 200 * time.Millisecond
@@ -140,8 +142,8 @@ func TestRefusalPinnedWithinGraceIsIgnored(t *testing.T) {
 	h.eventually("job running", func() bool { return h.phase("hpc", "j") == v1alpha1.PhaseRunning })
 	worker := h.pod("hpc", "j-worker-0")
 	h.refuse("hpc", "j-worker-0", worker.UID)
-	pinned := st.NRT(worker.Spec.NodeName, 2, st.Zone{Free: "4-8", Available: -1, Pins: "hpc/j-worker-0/worker=0-3"}, st.Zone{Free: "9-17", Available: -1})
-	if _, err := h.dyn.Resource(NRTResource).Update(context.Background(), pinned, metav1.UpdateOptions{}); err != nil {
+	pinned := st.NRT(worker.Spec.NodeName, 2, st.Zone{Free: "4-8", Available: -1, Pins: "hpc/gone=9;hpc/j-worker-0/worker=0-3"}, st.Zone{Free: "9-17", Available: -1})
+	if _, err := h.dyn.Resource(nrt.GroupVersionResource).Update(context.Background(), pinned, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	h.refuse("hpc", "j-launcher", h.pod("hpc", "j-launcher").UID)

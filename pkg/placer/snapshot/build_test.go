@@ -175,6 +175,20 @@ func TestBuildWarnsOnMalformedPins(t *testing.T) {
 	}
 }
 
+// An entry that names a pod but no CPUs, or an empty entry, is malformed: the pod is not taken
+// for reported, and its cores stay held.
+func TestBuildHoldsPodsOfEmptyPinsEntries(t *testing.T) {
+	nrt := st.NRT("n1", 1, st.Zone{Free: "0-7", Available: -1, Pins: "hpc/a/main=;;hpc/b/main=0"})
+	s := snapshot.Build(snapshot.Input{Nodes: []*corev1.Node{st.Node("n1", 8, "8Gi", nil)}, Topologies: []*unstructured.Unstructured{nrt},
+		Pods: []*corev1.Pod{st.Pod("hpc", "a", "n1", "2", "", true), st.Pod("hpc", "b", "n1", "1", "", true)}})
+	if len(s.Warnings) != 2 {
+		t.Errorf("warnings = %q, want one per malformed entry", s.Warnings)
+	}
+	if len(s.Assumed) != 1 || s.Assumed[0].Pod != "hpc/a" {
+		t.Errorf("assumed %v, want hpc/a only", s.Assumed)
+	}
+}
+
 func TestBuildCordonAndJobs(t *testing.T) {
 	n := st.Node("n1", 8, "8Gi", nil)
 	n.Spec.Unschedulable = true

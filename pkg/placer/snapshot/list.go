@@ -11,6 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+
+	"github.com/finegrain-dev/finegrain/pkg/report/nrt"
 )
 
 // ReadObjects reads the cluster objects a snapshot needs from YAML or JSON: what
@@ -82,7 +84,7 @@ func (in *Input) add(u *unstructured.Unstructured, skipped map[string]int) error
 			return fmt.Errorf("Pod %s/%s: %w", u.GetNamespace(), u.GetName(), err)
 		}
 		in.Pods = append(in.Pods, &p)
-	case nrtKind:
+	case nrt.Kind:
 		in.Topologies = append(in.Topologies, u)
 	default:
 		skipped[u.GetKind()]++

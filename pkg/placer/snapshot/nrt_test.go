@@ -2,42 +2,8 @@ package snapshot
 
 import (
 	"bytes"
-	"strings"
 	"testing"
 )
-
-func TestCPUListSize(t *testing.T) {
-	tests := []struct {
-		in   string
-		want int
-		err  string
-	}{
-		{"", 0, ""},
-		{"0-3,8", 5, ""},
-		{"7", 1, ""},
-		{"1-1", 1, ""},
-		{"8,0-3", 5, ""},
-		{"0-3,2-5,5", 6, ""},
-		{"3-1", 0, `invalid range "3-1"`},
-		{"0-4000000000", 0, "CPU numbers must lie in 0..1048576"},
-		{"a", 0, `"a" is not a CPU number`},
-		{"1-", 0, `"" is not a CPU number`},
-		{"1,,2", 0, `"" is not a CPU number`},
-		{"-1", 0, `"" is not a CPU number`},
-	}
-	for _, tc := range tests {
-		got, err := cpuListSize(tc.in)
-		if tc.err != "" {
-			if err == nil || !strings.Contains(err.Error(), tc.err) {
-				t.Errorf("cpuListSize(%q) error %v, want %q", tc.in, err, tc.err)
-			}
-			continue
-		}
-		if err != nil || got != tc.want {
-			t.Errorf("cpuListSize(%q) = %d, %v; want %d", tc.in, got, err, tc.want)
-		}
-	}
-}
 
 // FuzzReadObjects feeds arbitrary cluster snapshot files through reading and building: no input
 // may panic or hang, and every node either has zones or says why it cannot take pinned workers.

@@ -1,14 +1,19 @@
 package nrt
 
 import (
+	"errors"
 	"fmt"
+	"iter"
 	"net/url"
 	"strings"
 
 	"k8s.io/utils/cpuset"
+
+	"github.com/finegrain-dev/finegrain/pkg/cpulist"
 )
 
-// Pin is one pinned container as the pins attribute lists it.
+// Pin is one pinned container as the pins attribute lists it, its CPUs parsed: what the node
+// agent writes (FormatPins) and what a strict reader gets back (ParsePins).
 type Pin struct {
 	Namespace, Pod, Container string
 	CPUs                      cpuset.CPUSet
@@ -41,47 +46,88 @@ func FormatPins(pins []Pin) string {
 	return b.String()
 }
 
-// ParsePins reads what FormatPins wrote. An empty value is no pins. A malformed entry fails the
-// whole value with an error naming the entry, because a reader must not take a partial list for
-// the zone's pins.
-func ParsePins(value string) ([]Pin, error) {
-	if value == "" {
-		return nil, nil
-	}
-	entries := strings.Split(value, pinSeparator)
-	pins := make([]Pin, 0, len(entries))
-	for i, e := range entries {
-		p, err := parsePin(e)
-		if err != nil {
-			return nil, fmt.Errorf("pins entry %d (%q): %w", i+1, e, err)
-		}
-		pins = append(pins, p)
-	}
-	return pins, nil
+// PinEntry is one entry of a pins attribute as PinEntries reads it, without expanding its CPU
+// list. Its names are unescaped; when neither the namespace nor the pod needed escaping (names
+// the API server accepts never do) they, and PodKey, are substrings of the attribute's value, so
+// reading an entry allocates nothing.
+type PinEntry struct {
+	// Text is the entry as written.
+	Text                      string
+	Namespace, Pod, Container string
+	// CPUs is the entry's CPU list as written (checked: a non-empty cpulist list).
+	CPUs string
+	// podKey is "namespace/pod".
+	podKey string
 }
 
-func parsePin(entry string) (Pin, error) {
-	key, cpus, ok := strings.Cut(entry, cpusSeparator)
-	if !ok {
-		return Pin{}, fmt.Errorf("want namespace/pod/container=cpus")
+// PodKey returns "namespace/pod", the key the placer's pod maps use.
+func (e *PinEntry) PodKey() string { return e.podKey }
+
+// PinEntries reads a pins attribute entry by entry, in order: each well-formed entry with a nil
+// error, each malformed one with an error saying what is wrong (and only its Text set), so that a
+// reader may skip a bad entry and keep the others. An empty value has no entries; an empty entry
+// (";;", a trailing ";") is malformed, since FormatPins never writes one.
+func PinEntries(value string) iter.Seq2[PinEntry, error] {
+	return func(yield func(PinEntry, error) bool) {
+		if value == "" {
+			return
+		}
+		for text := range strings.SplitSeq(value, pinSeparator) {
+			e, err := readPinEntry(text)
+			if !yield(e, err) {
+				return
+			}
+		}
 	}
-	parts := strings.Split(key, nameSeparator)
-	if len(parts) != 3 {
-		return Pin{}, fmt.Errorf("want namespace/pod/container before %q, found %d parts", cpusSeparator, len(parts))
+}
+
+func readPinEntry(text string) (PinEntry, error) {
+	e := PinEntry{Text: text}
+	key, cpus, ok := strings.Cut(text, cpusSeparator)
+	if !ok {
+		return e, errors.New("want namespace/pod/container=cpus")
+	}
+	ns, rest, _ := strings.Cut(key, nameSeparator)
+	pod, ctr, _ := strings.Cut(rest, nameSeparator)
+	if parts := strings.Count(key, nameSeparator) + 1; parts != 3 {
+		return e, fmt.Errorf("want namespace/pod/container before %q, found %d parts", cpusSeparator, parts)
 	}
 	var names [3]string
-	for i, part := range parts {
+	for i, part := range [3]string{ns, pod, ctr} {
 		n, err := url.PathUnescape(part)
 		if err != nil || n == "" {
-			return Pin{}, fmt.Errorf("name %q is empty or badly escaped", part)
+			return e, fmt.Errorf("name %q is empty or badly escaped", part)
 		}
 		names[i] = n
 	}
-	set, err := cpuset.Parse(cpus)
-	if err != nil || set.IsEmpty() {
-		return Pin{}, fmt.Errorf("CPU list %q is not a non-empty kernel CPU list", cpus)
+	if n, err := cpulist.Count(cpus); err != nil || n == 0 {
+		return e, fmt.Errorf("CPU list %q is not a non-empty kernel CPU list", cpus)
 	}
-	return Pin{Namespace: names[0], Pod: names[1], Container: names[2], CPUs: set}, nil
+	e.Namespace, e.Pod, e.Container, e.CPUs = names[0], names[1], names[2], cpus
+	if e.Namespace == ns && e.Pod == pod {
+		e.podKey = key[:len(ns)+len(nameSeparator)+len(pod)]
+	} else {
+		e.podKey = e.Namespace + nameSeparator + e.Pod
+	}
+	return e, nil
+}
+
+// ParsePins reads what FormatPins wrote. An empty value is no pins. A malformed entry fails the
+// whole value with an error naming the entry, for a reader that must not take a partial list for
+// the zone's pins; a reader that can use the well-formed entries of a damaged value reads them
+// with PinEntries.
+func ParsePins(value string) ([]Pin, error) {
+	var pins []Pin
+	i := 0
+	for e, err := range PinEntries(value) {
+		i++
+		if err != nil {
+			return nil, fmt.Errorf("pins entry %d (%q): %w", i, e.Text, err)
+		}
+		// PinEntries checked the list.
+		pins = append(pins, Pin{Namespace: e.Namespace, Pod: e.Pod, Container: e.Container, CPUs: cpulist.MustParse(e.CPUs)})
+	}
+	return pins, nil
 }
 
 func escapeName(s string) string {

@@ -81,3 +81,37 @@ func FuzzParsePins(f *testing.F) {
 		}
 	})
 }
+
+// PinEntries reports each entry on its own: a reader can keep the well-formed entries of a
+// damaged value, and gets each pod's "namespace/pod" key without an allocation.
+func TestPinEntries(t *testing.T) {
+	type got struct{ Key, Container, CPUs, Err string }
+	var out []got
+	for e, err := range PinEntries("hpc/a=0-3;hpc/b/main=4-7;;%3F/uid-1/c=8;hpc/c/main=") {
+		g := got{Key: e.PodKey(), Container: e.Container, CPUs: e.CPUs}
+		if err != nil {
+			g = got{Key: e.Text, Err: err.Error()}
+		}
+		out = append(out, g)
+	}
+	want := []got{
+		{Key: "hpc/a=0-3", Err: `want namespace/pod/container before "=", found 2 parts`},
+		{Key: "hpc/b", Container: "main", CPUs: "4-7"},
+		{Key: "", Err: "want namespace/pod/container=cpus"},
+		{Key: "?/uid-1", Container: "c", CPUs: "8"},
+		{Key: "hpc/c/main=", Err: `CPU list "" is not a non-empty kernel CPU list`},
+	}
+	if d := cmp.Diff(want, out); d != "" {
+		t.Errorf("entries (-want +got):\n%s", d)
+	}
+	value := "hpc/lammps-worker-0/rank=1-3;default/svc.v2/main=8,10"
+	if n := testing.AllocsPerRun(100, func() {
+		for e, err := range PinEntries(value) {
+			if err != nil || e.PodKey() == "" {
+				t.Fatal(e, err)
+			}
+		}
+	}); n != 0 {
+		t.Errorf("reading plain entries allocates %.0f times", n)
+	}
+}

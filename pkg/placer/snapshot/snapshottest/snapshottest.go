@@ -11,10 +11,11 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/utils/cpuset"
 
 	"github.com/finegrain-dev/finegrain/pkg/apis/finegrain/v1alpha1"
+	"github.com/finegrain-dev/finegrain/pkg/cpulist"
 	"github.com/finegrain-dev/finegrain/pkg/placer/snapshot"
+	"github.com/finegrain-dev/finegrain/pkg/report/nrt"
 )
 
 // Node is a Ready node with cpus whole CPUs, memory bytes and room for 110 pods.
@@ -52,7 +53,7 @@ func NRT(node string, generation int, zones ...Zone) *unstructured.Unstructured 
 	free := 0
 	exclusive := -1
 	for i, z := range zones {
-		set, err := cpuset.Parse(z.Free)
+		set, err := cpulist.Parse(z.Free)
 		size := set.Size()
 		if err != nil {
 			size = 0
@@ -65,32 +66,32 @@ func NRT(node string, generation int, zones ...Zone) *unstructured.Unstructured 
 			exclusive = avail
 		}
 		res := []any{map[string]any{
-			"name": "cpu", "capacity": strconv.Itoa(size), "allocatable": strconv.Itoa(size), "available": strconv.Itoa(avail),
+			"name": nrt.ResourceCPU, "capacity": strconv.Itoa(size), "allocatable": strconv.Itoa(size), "available": strconv.Itoa(avail),
 		}}
 		if z.Memory != "" {
-			res = append(res, map[string]any{"name": "memory", "capacity": z.Memory, "allocatable": z.Memory, "available": z.Memory})
+			res = append(res, map[string]any{"name": nrt.ResourceMemory, "capacity": z.Memory, "allocatable": z.Memory, "available": z.Memory})
 		}
-		attrs := []any{map[string]any{"name": "finegrain.dev/free-cpus", "value": z.Free}}
+		attrs := []any{map[string]any{"name": nrt.AttrFreeCPUs, "value": z.Free}}
 		if z.Pins != "" {
-			attrs = append(attrs, map[string]any{"name": "finegrain.dev/pins", "value": z.Pins})
+			attrs = append(attrs, map[string]any{"name": nrt.AttrPins, "value": z.Pins})
 		}
 		zs = append(zs, map[string]any{
-			"name": fmt.Sprintf("node-%d", i), "type": "Node", "resources": res, "attributes": attrs,
+			"name": nrt.ZoneName(i), "type": nrt.ZoneTypeNode, "resources": res, "attributes": attrs,
 		})
 	}
 	if spare := max(free-1, 0); exclusive < 0 || spare < exclusive {
 		exclusive = spare
 	}
 	return &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "topology.node.k8s.io/v1alpha2",
-		"kind":       "NodeResourceTopology",
+		"apiVersion": nrt.Group + "/" + nrt.Version,
+		"kind":       nrt.Kind,
 		"metadata":   map[string]any{"name": node},
 		"attributes": []any{
-			map[string]any{"name": "topologyManagerPolicy", "value": "single-numa-node"},
-			map[string]any{"name": "nodeTopologyPodsFingerprint", "value": "pfp0v0010000000000000000"},
-			map[string]any{"name": "finegrain.dev/generation", "value": strconv.Itoa(generation)},
-			map[string]any{"name": "finegrain.dev/min-shared-cpus", "value": "1"},
-			map[string]any{"name": "finegrain.dev/exclusive-available", "value": strconv.Itoa(exclusive)},
+			map[string]any{"name": nrt.AttrTopologyManagerPolicy, "value": nrt.PolicySingleNUMANode},
+			map[string]any{"name": nrt.AttrPodsFingerprint, "value": nrt.PodsFingerprint(nil)},
+			map[string]any{"name": nrt.AttrGeneration, "value": strconv.Itoa(generation)},
+			map[string]any{"name": nrt.AttrMinSharedCPUs, "value": "1"},
+			map[string]any{"name": nrt.AttrExclusiveAvailable, "value": strconv.Itoa(exclusive)},
 		},
 		"zones": zs,
 	}}

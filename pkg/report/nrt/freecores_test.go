@@ -1,0 +1,74 @@
+package nrt
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/utils/cpuset"
+)
+
+func freeCoreMapObject(t testing.TB) *NodeResourceTopology {
+	t.Helper()
+	q := func(n int64) resource.Quantity { return *resource.NewQuantity(n, resource.DecimalSI) }
+	return &NodeResourceTopology{
+		Attributes: []Attribute{
+			{Name: AttrTopologyManagerPolicy, Value: PolicySingleNUMANode},
+			{Name: AttrPodsFingerprint, Value: PodsFingerprint(nil)},
+			{Name: AttrGeneration, Value: "12"},
+			{Name: AttrMinSharedCPUs, Value: "1"},
+			{Name: AttrExclusiveAvailable, Value: "lots"},
+		},
+		Zones: []Zone{
+			{Name: ZoneName(0), Type: ZoneTypeNode,
+				Attributes: []Attribute{{Name: AttrFreeCPUs, Value: "1-17"}, {Name: AttrPins, Value: FormatPins([]Pin{{Namespace: "hpc", Pod: "w", Container: "c", CPUs: cpuset.New(0)}})}},
+				Resources:  []ResourceInfo{{Name: ResourceCPU, Capacity: q(18), Allocatable: q(18), Available: q(16)}}},
+			{Name: "socket-0", Type: "Socket"},
+			{Name: ZoneName(1), Type: ZoneTypeNode, Attributes: []Attribute{{Name: AttrFreeCPUs, Value: "18-35"}}},
+		},
+	}
+}
+
+func TestReadFreeCoreMap(t *testing.T) {
+	o := freeCoreMapObject(t)
+	o.Name = "n1"
+	u, err := ToUnstructured(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := ReadFreeCoreMap(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &FreeCoreMap{
+		Fingerprint: PodsFingerprint(nil), Generation: 12, MinSharedCPUs: 1, HasMinSharedCPUs: true,
+		Zones: []FreeZone{
+			{Name: "node-0", NUMA: 0, FreeCPUs: "1-17", Free: 17, Pins: "hpc/w/c=0",
+				CPU: Amounts{Available: 16, Allocatable: 18, HasAvailable: true, HasAllocatable: true}},
+			{Name: "node-1", NUMA: 1, FreeCPUs: "18-35", Free: 18},
+		},
+		Problems: []string{`attribute finegrain.dev/exclusive-available="lots" is not a count of CPUs; taken as absent`},
+	}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("free-core map (-want +got):\n%s", d)
+	}
+
+	u.Object["zones"].([]any)[2].(map[string]any)["attributes"] = []any{map[string]any{"name": AttrFreeCPUs, "value": "0-16384"}}
+	if _, err := ReadFreeCoreMap(u); err == nil || !strings.Contains(err.Error(), `NodeResourceTopology n1 zone "node-1": attribute finegrain.dev/free-cpus="0-16384" is not a CPU list`) {
+		t.Errorf("an out-of-range free list: %v", err)
+	}
+}
+
+// Reading a well-formed map allocates its zones and nothing else: the placer reads one per node.
+func TestReadFreeCoreMapAllocations(t *testing.T) {
+	o := freeCoreMapObject(t)
+	o.Attributes[4].Value = "30"
+	u, err := ToUnstructured(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := testing.AllocsPerRun(100, func() { _, _ = ReadFreeCoreMap(u) }); n > 2 {
+		t.Errorf("ReadFreeCoreMap allocates %.0f times, want 2 (the map and its zones)", n)
+	}
+}
