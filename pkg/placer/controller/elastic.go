@@ -121,7 +121,7 @@ func (c *Controller) attemptExpand(ctx context.Context, e *queue.Entry, now time
 		g.Members = slices.Clone(base.Members)
 		var fresh []*corev1.Pod
 		for i := range k {
-			w := c.newWorker(job, next+i)
+			w := hpcjob.ElasticWorker(job, next+i)
 			pod := hpcjob.WorkerPod(job, w, c.opts.SchedulerName)
 			fresh = append(fresh, pod)
 			g.Members = append(g.Members, plan.MemberFromPod(pod, w.Group, wc))
@@ -188,16 +188,6 @@ func (c *Controller) withSSHPorts(job *v1alpha1.HPCJob, s *snapshot.Snapshot, g 
 		out[i] = hpcjob.WorkerPod(job, w, c.opts.SchedulerName)
 	}
 	return out, nil
-}
-
-// newWorker describes a new worker of an elastic job: Tasks/MaxReplicas tasks, its own task
-// group (spread) unless the job is network bound (one group, packed).
-func (c *Controller) newWorker(job *v1alpha1.HPCJob, index int) hpcjob.Worker {
-	group := index
-	if job.Spec.Profile == v1alpha1.ProfileNetwork {
-		group = 0
-	}
-	return hpcjob.NewWorker(job, index, int(job.Spec.Tasks/job.Spec.Elastic.MaxReplicas), group)
 }
 
 func (c *Controller) commitExpand(ctx context.Context, snap *snapshot.Snapshot, e *queue.Entry, u *unstructured.Unstructured,

@@ -82,6 +82,19 @@ func NewWorker(job *v1alpha1.HPCJob, index, tasks, group int) Worker {
 	}
 }
 
+// ElasticWorker describes worker index of an elastic job, the one shape every worker of one
+// has: Tasks/MaxReplicas tasks, in a task group of its own (spread) unless the job is network
+// bound (one group, packed). PlanJob starts a job with workers 0 to k-1 of this shape (what
+// Workers makes of k equal workers in k groups, or in one), and the controller expands a running
+// job with the next indices.
+func ElasticWorker(job *v1alpha1.HPCJob, index int) Worker {
+	group := index
+	if job.Spec.Profile == v1alpha1.ProfileNetwork {
+		group = 0
+	}
+	return NewWorker(job, index, int(job.Spec.Tasks/job.Spec.Elastic.MaxReplicas), group)
+}
+
 // WorkerOf describes an existing worker pod of job from what the placer wrote on it.
 func WorkerOf(job *v1alpha1.HPCJob, pod *corev1.Pod) Worker {
 	index, _ := strconv.Atoi(strings.TrimPrefix(pod.Name, job.Name+"-worker-"))

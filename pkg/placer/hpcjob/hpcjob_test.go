@@ -531,6 +531,26 @@ func TestElastic(t *testing.T) {
 	}
 }
 
+// An elastic job starts with workers of the shape the controller expands it with: the first k
+// of ElasticWorker, spread one group each, or packed in one for a network job.
+func TestElasticStartsWithElasticWorkers(t *testing.T) {
+	s := snapshot.Build(st.Uniform("n", 2, 2, 18, 64))
+	for _, profile := range []v1alpha1.Profile{v1alpha1.ProfileCPU, v1alpha1.ProfileNetwork} {
+		job := newJob(32, profile, v1alpha1.GranularityScale)
+		job.Spec.Elastic = &v1alpha1.Elastic{MinReplicas: 1, MaxReplicas: 4}
+		v1alpha1.SetDefaults(&job.Spec)
+		jp := mustPlan(t, s, job)
+		if len(jp.Workers) == 0 {
+			t.Fatalf("%s: no workers", profile)
+		}
+		for i, w := range jp.Workers {
+			if want := ElasticWorker(job, i); w != want {
+				t.Errorf("%s: worker %d is %+v, the controller would add %+v", profile, i, w, want)
+			}
+		}
+	}
+}
+
 func TestMinAvailableJob(t *testing.T) {
 	s := snapshot.Build(st.Uniform("n", 2, 1, 9, 64))
 	job := newJob(24, v1alpha1.ProfileCPU, v1alpha1.GranularityNone)

@@ -27,9 +27,9 @@ type JobPlan struct {
 	Note string
 }
 
-// expansion builds the pods and gang of a job for one choice of worker tasks and groups.
-func expansion(job *v1alpha1.HPCJob, tasks []int, groups int, scheduler string) *JobPlan {
-	jp := &JobPlan{Workers: Workers(job, tasks, groups)}
+// expansion builds the pods and gang of a job for its workers in groups task groups.
+func expansion(job *v1alpha1.HPCJob, workers []Worker, groups int, scheduler string) *JobPlan {
+	jp := &JobPlan{Workers: workers}
 	policy := plan.LeastLoaded
 	if job.Spec.Placement == v1alpha1.MostLoaded {
 		policy = plan.MostLoaded
@@ -97,7 +97,7 @@ func PlanJob(s *snapshot.Snapshot, job *v1alpha1.HPCJob, scheduler string) (*Job
 	}
 	available := 0
 	if spec.Granularity != v1alpha1.GranularityNone && spec.Profile != v1alpha1.ProfileNetwork {
-		probe := expansion(job, []int{1}, 1, scheduler)
+		probe := expansion(job, Workers(job, []int{1}, 1), 1, scheduler)
 		available = plan.Available(s, probe.Gang, &probe.Gang.Members[0])
 		if available == 0 {
 			probe.Gang.Launcher = nil
@@ -106,7 +106,7 @@ func PlanJob(s *snapshot.Snapshot, job *v1alpha1.HPCJob, scheduler string) (*Job
 		}
 	}
 	c := Choose(spec, available)
-	jp := expansion(job, SplitTasks(int(spec.Tasks), c.Workers), c.Groups, scheduler)
+	jp := expansion(job, Workers(job, SplitTasks(int(spec.Tasks), c.Workers), c.Groups), c.Groups, scheduler)
 	jp.Choice = c
 	err := jp.place(s)
 	if err == nil && spec.Granularity == v1alpha1.GranularityNone && jp.Result.NodesUsed > c.Nodes {
@@ -141,7 +141,7 @@ func splitNetwork(s *snapshot.Snapshot, job *v1alpha1.HPCJob, scheduler string, 
 	if lo > hi {
 		return nil, single
 	}
-	fits := func(k int) error { return expansion(job, SplitTasks(nt, k), 1, scheduler).place(idle) }
+	fits := func(k int) error { return expansion(job, Workers(job, SplitTasks(nt, k), 1), 1, scheduler).place(idle) }
 	if err := fits(hi); err != nil {
 		return nil, fmt.Errorf("network job fits neither one worker (%w) nor %d workers, even on an idle cluster: %w", single, hi, err)
 	}
@@ -154,7 +154,7 @@ func splitNetwork(s *snapshot.Snapshot, job *v1alpha1.HPCJob, scheduler string, 
 			lo = mid + 1
 		}
 	}
-	jp := expansion(job, SplitTasks(nt, k), 1, scheduler)
+	jp := expansion(job, Workers(job, SplitTasks(nt, k), 1), 1, scheduler)
 	if err := jp.place(s); err != nil {
 		return jp, fmt.Errorf("network job does not fit one NUMA node and waits to run as %d workers: %w", k, err)
 	}
@@ -164,21 +164,19 @@ func splitNetwork(s *snapshot.Snapshot, job *v1alpha1.HPCJob, scheduler string, 
 }
 
 // planElastic starts an elastic job with as many workers as fit, between minReplicas and
-// maxReplicas, each running tasks/maxReplicas tasks; cpu and memory jobs spread one group per
-// worker, network jobs pack as one group.
+// maxReplicas: workers 0 to k-1 as ElasticWorker describes them.
 func planElastic(s *snapshot.Snapshot, job *v1alpha1.HPCJob, scheduler string) (*JobPlan, error) {
 	e := job.Spec.Elastic
-	per := int(job.Spec.Tasks / e.MaxReplicas)
 	try := func(k int) (*JobPlan, error) {
 		groups, nodes := k, k
 		if job.Spec.Profile == v1alpha1.ProfileNetwork {
 			groups, nodes = 1, 1
 		}
-		tasks := make([]int, k)
-		for i := range tasks {
-			tasks[i] = per
+		workers := make([]Worker, k)
+		for i := range workers {
+			workers[i] = ElasticWorker(job, i)
 		}
-		jp := expansion(job, tasks, groups, scheduler)
+		jp := expansion(job, workers, groups, scheduler)
 		jp.Choice = Choice{Nodes: nodes, Workers: k, Groups: groups}
 		return jp, jp.place(s)
 	}
