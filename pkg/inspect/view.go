@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-
 	"github.com/finegrain-dev/finegrain/pkg/cpulist"
 	"github.com/finegrain-dev/finegrain/pkg/report"
 	"github.com/finegrain-dev/finegrain/pkg/report/nrt"

@@ -143,4 +143,3 @@ func FuzzDecodeCheckpoint(f *testing.F) {
 		}
 	})
 }
-

@@ -8,7 +8,6 @@ import (
 	"io"
 	"math"
 
-
 	"github.com/finegrain-dev/finegrain/pkg/cpulist"
 )
 

@@ -1,9 +1,7 @@
 package sim
 
 import (
-	"cmp"
 	"fmt"
-	"slices"
 	"strconv"
 	"time"
 
@@ -41,7 +39,7 @@ func newFinegrain(s Strategy, topo *topology.Topology, nodes, reserved, jobs int
 		strategy: s, topo: topo, maxNUMA: maxNUMACPUs(topo), byName: map[string]int{}, ttl: ttl,
 		pods: map[types.UID]*corev1.Pod{}, jobs: make([]*v1alpha1.HPCJob, jobs), held: make([][]*corev1.Pod, jobs),
 		allocatable: topo.NumCPUs() - reserved, pinned: make([]int, nodes),
-		jobsOn: make([]int, nodes), exclusiveOn: make([]int, nodes),
+		jobsOn: make([]int, nodes), exclusiveOn: make([]int, nodes), cache: snapshot.NewCache(),
 	}
 	var mem uint64
 	for _, n := range topo.NUMANodes {
@@ -69,6 +67,7 @@ func newFinegrain(s Strategy, topo *topology.Topology, nodes, reserved, jobs int
 			},
 		})
 		f.byName[name] = i
+		f.cache.SetNode(f.nodes[i].obj)
 	}
 	return f, nil
 }
@@ -87,40 +86,41 @@ func maxNUMACPUs(t *topology.Topology) int {
 }
 
 // view returns the placer's snapshot at now and its version. Like the controller, it reuses a
-// snapshot for SnapshotTTL after building it, placements made meanwhile recorded on it with
-// Reserve; after that it rebuilds it if the cluster changed: the Node objects, the
-// NodeResourceTopology each agent publishes (report.Build over its allocator, converted as the
-// publisher does) and the bound pods.
+// snapshot for SnapshotTTL after taking it, placements made meanwhile recorded on it with
+// Reserve; after that it takes it again if the cluster changed, having told the cache what the
+// informers would have: the NodeResourceTopology each agent whose state changed publishes
+// (report.Build over its allocator, converted as the publisher does) and the pods bound and
+// deleted.
 func (f *finegrain) view(now time.Duration, fresh bool) (uint64, error) {
 	if f.snap != nil && (!f.dirty || (!fresh && now-f.snapAt < f.ttl)) {
 		return f.version, nil
 	}
-	in := snapshot.Input{Nodes: make([]*corev1.Node, len(f.nodes)), Topologies: make([]*unstructured.Unstructured, len(f.nodes))}
 	for i := range f.nodes {
 		n := &f.nodes[i]
-		if n.nrt == nil {
-			obj, err := report.Build(report.NodeRef{Name: n.name, UID: n.uid}, f.topo,
-				report.SnapshotOf(n.alloc, n.gen, f.podName), report.Options{WholeCores: true})
-			if err != nil {
-				return 0, fmt.Errorf("publish free-core map of %s: %w", n.name, err)
-			}
-			if n.nrt, err = nrt.ToUnstructured(obj); err != nil {
-				return 0, fmt.Errorf("publish free-core map of %s: %w", n.name, err)
-			}
+		if n.nrt != nil {
+			continue
 		}
-		in.Nodes[i], in.Topologies[i] = n.obj, n.nrt
-	}
-	if f.podList == nil {
-		f.podList = make([]*corev1.Pod, 0, len(f.pods))
-		for _, p := range f.pods {
-			f.podList = append(f.podList, p)
+		obj, err := report.Build(report.NodeRef{Name: n.name, UID: n.uid}, f.topo,
+			report.SnapshotOf(n.alloc, n.gen, f.podName), report.Options{WholeCores: true})
+		if err != nil {
+			return 0, fmt.Errorf("publish free-core map of %s: %w", n.name, err)
 		}
-		slices.SortFunc(f.podList, func(a, b *corev1.Pod) int { return cmp.Compare(a.Name, b.Name) })
+		if n.nrt, err = nrt.ToUnstructured(obj); err != nil {
+			return 0, fmt.Errorf("publish free-core map of %s: %w", n.name, err)
+		}
+		f.cache.SetTopology(n.nrt)
 	}
-	in.Pods = f.podList
-	s := snapshot.Build(in)
-	if len(s.Warnings) > 0 {
-		return 0, fmt.Errorf("the placer could not read the simulated cluster: %v", s.Warnings)
+	for _, e := range f.podEvents {
+		if e.deleted {
+			f.cache.DeletePod(e.pod.Namespace, e.pod.Name)
+		} else {
+			f.cache.SetPod(e.pod)
+		}
+	}
+	f.podEvents = f.podEvents[:0]
+	s := f.cache.Snapshot()
+	if w := s.Warnings(); len(w) > 0 {
+		return 0, fmt.Errorf("the placer could not read the simulated cluster: %v", w)
 	}
 	f.snap, f.snapAt, f.dirty = s, now, false
 	f.version++
@@ -139,7 +139,6 @@ func (f *finegrain) changed(node int) {
 	n.gen++
 	n.nrt = nil
 	f.dirty = true
-	f.podList = nil
 }
 
 // verify checks every allocator's invariants, that the allocators hold exactly the bound workers'

@@ -27,9 +27,10 @@ type finegrain struct {
 	maxNUMA  int
 	nodes    []agentNode
 	byName   map[string]int
-	// pods are the bound pods by UID; podList is them sorted, nil when stale.
-	pods    map[types.UID]*corev1.Pod
-	podList []*corev1.Pod
+	// pods are the bound pods by UID; podEvents the bindings and deletions the placer's cache
+	// has not been told of yet, in order.
+	pods      map[types.UID]*corev1.Pod
+	podEvents []podEvent
 	// jobs caches each job's HPCJob as the strategy runs it, by job index.
 	jobs []*v1alpha1.HPCJob
 	// held are each running job's pods, by job index.
@@ -40,9 +41,11 @@ type finegrain struct {
 	// jobsOn and exclusiveOn count per node the running jobs with workers there, and those of
 	// them that want their nodes to themselves.
 	jobsOn, exclusiveOn []int
-	// snap is the placer's snapshot, built at snapAt; dirty says the cluster changed since; ttl
-	// is how long a snapshot serves before a change makes it rebuilt; version counts the
-	// snapshot's changes (rebuilds and reservations).
+	// cache is the placer's view of the cluster, which the simulator feeds as informers do.
+	// snap is its snapshot, taken at snapAt; dirty says the cluster changed since; ttl is how
+	// long a snapshot serves before a change makes it taken again; version counts the
+	// snapshot's changes (updates and reservations).
+	cache   *snapshot.Cache
 	snap    *snapshot.Snapshot
 	snapAt  time.Duration
 	dirty   bool
@@ -194,6 +197,13 @@ func (f *finegrain) bind(pod *corev1.Pod, node string) {
 		pod.Annotations = map[string]string{}
 	}
 	f.pods[pod.UID] = pod
+	f.podEvents = append(f.podEvents, podEvent{pod: pod})
+}
+
+// podEvent is a pod bound, or deleted, as the placer's pod informer would report it.
+type podEvent struct {
+	pod     *corev1.Pod
+	deleted bool
 }
 
 // release ends job r (or undoes a refused placement, whose last worker holds no CPUs): its pods
@@ -213,6 +223,7 @@ func (f *finegrain) release(r *run) error {
 			f.pinned[ni] -= asg.CPUs.Size()
 		}
 		delete(f.pods, pod.UID)
+		f.podEvents = append(f.podEvents, podEvent{pod: pod, deleted: true})
 		f.changed(ni)
 	}
 	f.held[r.index] = nil

@@ -9,7 +9,7 @@ import (
 
 // assumptions are pods the placer has bound (or is binding) that its pod informer does not show
 // bound yet. Snapshots see them as bound, so a gang placed right after another never takes
-// the same room; snapshot.Build then holds their cores until the node agent reports them.
+// the same room; the snapshot then holds their cores until the node agent reports them.
 type assumptions struct {
 	pods map[string]*assumed
 	ttl  time.Duration
@@ -91,23 +91,47 @@ func (a *assumptions) overlay(pods []*corev1.Pod, now time.Time) []*corev1.Pod {
 		switch {
 		case !ok:
 			out = append(out, p)
-		case (p.Spec.NodeName != "" || p.DeletionTimestamp != nil) && x.sameUID(p.UID):
-			delete(a.pods, k)
-			out = append(out, p)
-		default:
+		case a.stands(k, x, p, now):
 			seen[k] = true
 			out = append(out, x.pod)
+		default:
+			out = append(out, p)
 		}
 	}
 	for k, x := range a.pods {
-		if seen[k] {
-			continue
+		if !seen[k] && a.stands(k, x, nil, now) {
+			out = append(out, x.pod)
 		}
-		if !x.doneAt.IsZero() && now.Sub(x.doneAt) > a.ttl {
-			delete(a.pods, k)
-			continue
-		}
-		out = append(out, x.pod)
 	}
 	return out
+}
+
+// standIns returns the assumed pods that stand in for the informer's copies, as overlay applies
+// them, given the informer's copy of each (lookup: nil when it has none).
+func (a *assumptions) standIns(lookup func(key string) *corev1.Pod, now time.Time) []*corev1.Pod {
+	out := make([]*corev1.Pod, 0, len(a.pods))
+	for k, x := range a.pods {
+		if a.stands(k, x, lookup(k), now) {
+			out = append(out, x.pod)
+		}
+	}
+	return out
+}
+
+// stands reports whether an assumption still stands, given the informer's copy of its pod (nil
+// when it has none), and drops it when it does not: the informer's copy shows the pod bound or
+// being deleted, or a finished binding's pod never showed up within the TTL.
+func (a *assumptions) stands(key string, x *assumed, informer *corev1.Pod, now time.Time) bool {
+	if informer != nil {
+		if (informer.Spec.NodeName != "" || informer.DeletionTimestamp != nil) && x.sameUID(informer.UID) {
+			delete(a.pods, key)
+			return false
+		}
+		return true
+	}
+	if !x.doneAt.IsZero() && now.Sub(x.doneAt) > a.ttl {
+		delete(a.pods, key)
+		return false
+	}
+	return true
 }

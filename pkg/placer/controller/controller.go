@@ -115,6 +115,9 @@ type Controller struct {
 	changed bool
 	wake    chan struct{}
 
+	// cache is fed by the informer handlers and read by the loop.
+	cache *snapshot.Cache
+
 	// Owned by the loop.
 	queue      *queue.Queue
 	assumed    *assumptions
@@ -153,6 +156,7 @@ func New(kube kubernetes.Interface, dyn dynamic.Interface, recorder events.Event
 			InitialBackoff: opts.InitialBackoff, MaxBackoff: opts.MaxBackoff, ChangeDelay: opts.ChangeDelay,
 		}),
 		assumed:    newAssumptions(opts.AssumeTTL),
+		cache:      snapshot.NewCache(),
 		inflight:   map[string]*bindOp{},
 		results:    make(chan *bindOp, 64),
 		jobStatus:  map[string]writtenStatus{},
@@ -188,13 +192,16 @@ func New(kube kubernetes.Interface, dyn dynamic.Interface, recorder events.Event
 		UpdateFunc: func(_, o any) { c.onPod(o, false) },
 		DeleteFunc: func(o any) { c.onPod(o, true) },
 	})
-	changed := cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(any) { c.markChanged() },
-		UpdateFunc: func(any, any) { c.markChanged() },
-		DeleteFunc: func(any) { c.markChanged() },
-	}
-	_, _ = c.kubeInformers.Core().V1().Nodes().Informer().AddEventHandler(changed)
-	_, _ = nrtInf.Informer().AddEventHandler(changed)
+	_, _ = c.kubeInformers.Core().V1().Nodes().Informer().AddEventHandler(c.feed(func(o any) {
+		if n, ok := o.(*corev1.Node); ok {
+			c.cache.SetNode(n)
+		}
+	}, c.cache.DeleteNode))
+	_, _ = nrtInf.Informer().AddEventHandler(c.feed(func(o any) {
+		if u, ok := o.(*unstructured.Unstructured); ok {
+			c.cache.SetTopology(u)
+		}
+	}, c.cache.DeleteTopology))
 	_, _ = jobInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    c.onJob,
 		UpdateFunc: func(_, o any) { c.onJob(o) },
@@ -261,6 +268,30 @@ func (c *Controller) markChanged() {
 	c.signal()
 }
 
+// feed returns the handlers of a cluster-scoped informer whose objects the snapshot cache
+// takes (set an object added or updated, del the name of one deleted): each feeds the cache,
+// the informer's store already holding the object, and marks the cluster changed.
+func (c *Controller) feed(set func(any), del func(name string)) cache.ResourceEventHandlerFuncs {
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(o any) { set(o); c.markChanged() },
+		UpdateFunc: func(_, o any) { set(o); c.markChanged() },
+		DeleteFunc: func(o any) { del(deletedName(o)); c.markChanged() },
+	}
+}
+
+// deletedName is the name of a deleted cluster-scoped object, as a delete handler gets it.
+func deletedName(obj any) string {
+	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		return t.Key
+	}
+	if o, ok := obj.(metav1.Object); ok {
+		return o.GetName()
+	}
+	return ""
+}
+
+// onPod feeds the snapshot cache before it records what the informer showed: by the time the
+// loop drops an assumption the informer caught up with, the cache holds the pod as bound.
 func (c *Controller) onPod(obj any, deleted bool) {
 	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = t.Obj
@@ -268,6 +299,11 @@ func (c *Controller) onPod(obj any, deleted bool) {
 	p, ok := obj.(*corev1.Pod)
 	if !ok {
 		return
+	}
+	if deleted {
+		c.cache.DeletePod(p.Namespace, p.Name)
+	} else {
+		c.cache.SetPod(p)
 	}
 	c.mu.Lock()
 	if job := p.Labels[v1alpha1.LabelJob]; job != "" {

@@ -9,7 +9,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/finegrain-dev/finegrain/pkg/apis/finegrain/v1alpha1"
 	"github.com/finegrain-dev/finegrain/pkg/placer/plan"
@@ -38,11 +37,11 @@ func (c *Controller) scheduleOne(ctx context.Context) bool {
 }
 
 // snapshot returns the cluster as the informers and the assumptions show it, reusing the last
-// one for SnapshotTTL, or for twice as long as building it took, whichever is longer (so that a
-// big cluster is not rebuilt more than a third of the time); placements made since are recorded
-// on it.
-// A cluster change (capacity freed or added) makes the snapshot stale: it is then rebuilt as
-// soon as twice its building time has passed.
+// one for SnapshotTTL, or for twice as long as taking it took, whichever is longer; placements
+// made since are recorded on it. Taking one costs what changed since the last: the cache copies
+// only the nodes informer events or assumptions changed.
+// A cluster change (capacity freed or added) makes the snapshot stale: it is then taken again
+// as soon as twice its cost has passed.
 func (c *Controller) snapshot(now time.Time) *snapshot.Snapshot {
 	ttl := max(c.opts.SnapshotTTL, 2*c.snapCost)
 	if c.snapStale {
@@ -52,23 +51,16 @@ func (c *Controller) snapshot(now time.Time) *snapshot.Snapshot {
 		return c.snap
 	}
 	t0 := time.Now()
-	c.snap, c.snapAt, c.snapStale = snapshot.Build(c.input(now, nil)), now, false
+	c.cache.SetAssumed(c.assumed.standIns(c.cache.Pod, now))
+	c.snap, c.snapAt, c.snapStale = c.cache.Snapshot(), now, false
 	c.snapCost = time.Since(t0)
 	return c.snap
 }
 
-// input gathers the snapshot's objects; gone pods are treated as deleted.
-func (c *Controller) input(now time.Time, gone map[string]bool) snapshot.Input {
-	nodes, _ := c.nodes.List(labels.Everything())
-	objs, _ := c.nrts.List(labels.Everything())
-	pods, _ := c.pods.List(labels.Everything())
-	in := snapshot.Input{Nodes: nodes, Pods: c.assumed.overlay(pods, now), Gone: gone}
-	for _, o := range objs {
-		if u, ok := o.(*unstructured.Unstructured); ok {
-			in.Topologies = append(in.Topologies, u)
-		}
-	}
-	return in
+// snapshotWithout returns a snapshot of its own in which the gone pods are deleted.
+func (c *Controller) snapshotWithout(now time.Time, gone map[string]bool) *snapshot.Snapshot {
+	c.cache.SetAssumed(c.assumed.standIns(c.cache.Pod, now))
+	return c.cache.SnapshotWithout(gone)
 }
 
 // failureReason is the metrics label of a failed plan.

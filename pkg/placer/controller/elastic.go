@@ -279,7 +279,7 @@ func (c *Controller) tryShrink(ctx context.Context, e *queue.Entry, replan func(
 		for _, p := range extra {
 			g[podKey(p)] = true
 		}
-		return replan(snapshot.Build(c.input(now, g))) == nil
+		return replan(c.snapshotWithout(now, g)) == nil
 	}
 	var removal []*corev1.Pod
 	for _, v := range victims {

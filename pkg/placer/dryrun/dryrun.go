@@ -90,8 +90,10 @@ func Plan(opts Options) (*Output, []string, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	s := snapshot.Build(in)
-	warnings = append(warnings, s.Warnings...)
+	cache := snapshot.NewCache()
+	cache.Add(in)
+	s := cache.Snapshot()
+	warnings = append(warnings, s.Warnings()...)
 	var out *Output
 	if opts.JobFile != "" {
 		out, err = planJob(s, opts)
@@ -101,7 +103,7 @@ func Plan(opts Options) (*Output, []string, error) {
 	if err != nil {
 		return nil, warnings, err
 	}
-	out.Assumed = s.Assumed
+	out.Assumed = s.Assumed()
 	out.Warnings = warnings
 	return out, warnings, nil
 }

@@ -503,8 +503,8 @@ func TestStaleCluster(t *testing.T) {
 		st.Zone{Free: "10-17", Available: -1, Pins: "hpc/old-worker-0/main=0-9"},
 		st.Zone{Free: "28-35", Available: -1, Pins: "hpc/old-worker-1/main=18-27"})
 	s := snapshot.Build(in)
-	if len(s.Assumed) != 0 {
-		t.Errorf("assumed %v", s.Assumed)
+	if len(s.Assumed()) != 0 {
+		t.Errorf("assumed %v", s.Assumed())
 	}
 	if got := placements(mustPlan(t, s, job)); !slices.Equal(got, []string{"0:12@n-0001/0"}) {
 		t.Errorf("placements %v", got)

@@ -91,7 +91,7 @@ func TestBuildRejectsMalformedMaps(t *testing.T) {
 			if len(s.ZonesOf(0)) != 0 {
 				t.Errorf("a node with a malformed map has zones %v", s.ZonesOf(0))
 			}
-			if len(s.Warnings) == 0 {
+			if len(s.Warnings()) == 0 {
 				t.Error("no warning for a malformed map")
 			}
 		})
@@ -132,7 +132,7 @@ func TestBuildAssumesUnreportedPinnedPods(t *testing.T) {
 		// the fullest NUMA node that fits, as the agent would pick: 1 (12 free after b) over 0 (14)
 		{Pod: "hpc/c", Node: "n1", NUMA: 1, CPUs: 2},
 	}
-	if d := cmp.Diff(wantAssumed, s.Assumed); d != "" {
+	if d := cmp.Diff(wantAssumed, s.Assumed()); d != "" {
 		t.Errorf("assumptions (-want +got):\n%s", d)
 	}
 	z := zonesOf(t, s, "n1")
@@ -152,8 +152,8 @@ func TestBuildAssumesUnreportedPinnedPods(t *testing.T) {
 		st.Zone{Free: "4-17", Available: -1, Memory: "64Gi", Pins: "hpc/a/main=0-3"},
 		st.Zone{Free: "18-19,26-35", Available: -1, Memory: "64Gi", Pins: "hpc/b/main=20-25;hpc/c/main=18-19"})
 	s = snapshot.Build(snapshot.Input{Nodes: nodes, Topologies: []*unstructured.Unstructured{nrt}, Pods: []*corev1.Pod{reported, unreported, unannotated}})
-	if len(s.Assumed) != 0 {
-		t.Errorf("assumed %v after the map lists the pods", s.Assumed)
+	if len(s.Assumed()) != 0 {
+		t.Errorf("assumed %v after the map lists the pods", s.Assumed())
 	}
 	if z := zonesOf(t, s, "n1"); z[1].FreeCPUs != 12 {
 		t.Errorf("NUMA 1 free = %d, want 12", z[1].FreeCPUs)
@@ -164,14 +164,14 @@ func TestBuildWarnsOnMalformedPins(t *testing.T) {
 	nrt := st.NRT("n1", 1, st.Zone{Free: "0-7", Available: -1, Pins: "hpc/a=0-3;hpc/b/main=4-x"})
 	s := snapshot.Build(snapshot.Input{Nodes: []*corev1.Node{st.Node("n1", 8, "8Gi", nil)}, Topologies: []*unstructured.Unstructured{nrt},
 		Pods: []*corev1.Pod{st.Pod("hpc", "a", "n1", "2", "", true)}})
-	if len(s.Warnings) != 2 {
-		t.Fatalf("warnings = %q, want two", s.Warnings)
+	if len(s.Warnings()) != 2 {
+		t.Fatalf("warnings = %q, want two", s.Warnings())
 	}
-	if !strings.Contains(s.Warnings[0], `pins entry "hpc/a=0-3" ignored`) {
-		t.Errorf("warning %q", s.Warnings[0])
+	if !strings.Contains(s.Warnings()[0], `pins entry "hpc/a=0-3" ignored`) {
+		t.Errorf("warning %q", s.Warnings()[0])
 	}
-	if len(s.Assumed) != 1 || s.Assumed[0].Pod != "hpc/a" {
-		t.Errorf("a pod behind a malformed pins entry is not held as assumed: %v", s.Assumed)
+	if len(s.Assumed()) != 1 || s.Assumed()[0].Pod != "hpc/a" {
+		t.Errorf("a pod behind a malformed pins entry is not held as assumed: %v", s.Assumed())
 	}
 }
 
@@ -181,11 +181,11 @@ func TestBuildHoldsPodsOfEmptyPinsEntries(t *testing.T) {
 	nrt := st.NRT("n1", 1, st.Zone{Free: "0-7", Available: -1, Pins: "hpc/a/main=;;hpc/b/main=0"})
 	s := snapshot.Build(snapshot.Input{Nodes: []*corev1.Node{st.Node("n1", 8, "8Gi", nil)}, Topologies: []*unstructured.Unstructured{nrt},
 		Pods: []*corev1.Pod{st.Pod("hpc", "a", "n1", "2", "", true), st.Pod("hpc", "b", "n1", "1", "", true)}})
-	if len(s.Warnings) != 2 {
-		t.Errorf("warnings = %q, want one per malformed entry", s.Warnings)
+	if len(s.Warnings()) != 2 {
+		t.Errorf("warnings = %q, want one per malformed entry", s.Warnings())
 	}
-	if len(s.Assumed) != 1 || s.Assumed[0].Pod != "hpc/a" {
-		t.Errorf("assumed %v, want hpc/a only", s.Assumed)
+	if len(s.Assumed()) != 1 || s.Assumed()[0].Pod != "hpc/a" {
+		t.Errorf("assumed %v, want hpc/a only", s.Assumed())
 	}
 }
 
@@ -263,9 +263,9 @@ func TestReserveAndGone(t *testing.T) {
 	if z := zonesOf(t, s, "n1"); z[1].FreeCPUs != 14 || z[1].FreeMemory != 62<<30 {
 		t.Errorf("NUMA 1 after reserve: %+v", z[1])
 	}
-	if n := s.Nodes[0]; n.Requested.MilliCPU != 10000 || len(n.Jobs) != 1 || len(s.Assumed) != 1 || n.ExclusiveAvailable != 29-4 {
+	if n := s.Nodes[0]; n.Requested.MilliCPU != 10000 || len(n.Jobs) != 1 || len(s.Assumed()) != 1 || n.ExclusiveAvailable != 29-4 {
 		t.Errorf("node after reserve: requested %d jobs %v assumed %v exclusive available %d (want 29 - 4)",
-			n.Requested.MilliCPU, n.Jobs, s.Assumed, n.ExclusiveAvailable)
+			n.Requested.MilliCPU, n.Jobs, s.Assumed(), n.ExclusiveAvailable)
 	}
 	p.Spec.NodeName = "n9"
 	if err := s.Reserve(p); err == nil || !strings.Contains(err.Error(), `reserve pod hpc/j-worker-0: node "n9" is not in the snapshot`) {
@@ -320,7 +320,7 @@ func TestBuildNodeWideExclusive(t *testing.T) {
 			if got := s.Nodes[0].ExclusiveAvailable; got != tt.want {
 				t.Errorf("exclusive available %d, want %d", got, tt.want)
 			}
-			if got := strings.Join(s.Warnings, "\n"); (tt.warning == "") != (got == "") || !strings.Contains(got, tt.warning) {
+			if got := strings.Join(s.Warnings(), "\n"); (tt.warning == "") != (got == "") || !strings.Contains(got, tt.warning) {
 				t.Errorf("warnings %q, want %q", got, tt.warning)
 			}
 			c := s.Capacity()
@@ -333,8 +333,8 @@ func TestBuildNodeWideExclusive(t *testing.T) {
 	busy := st.Pod("hpc", "w", "n1", "3", "", true)
 	busy.Annotations[v1alpha1.AnnotationNUMANode] = "0"
 	s := build("7", "1", busy)
-	if got := s.Nodes[0].ExclusiveAvailable; got != 4 || len(s.Assumed) != 1 {
-		t.Errorf("with an unreported 3-CPU pin: exclusive available %d (assumed %v), want 4", got, s.Assumed)
+	if got := s.Nodes[0].ExclusiveAvailable; got != 4 || len(s.Assumed()) != 1 {
+		t.Errorf("with an unreported 3-CPU pin: exclusive available %d (assumed %v), want 4", got, s.Assumed())
 	}
 	c := s.Capacity()
 	if z := c.ZonesOf(0); c.Nodes[0].ExclusiveAvailable != 7 || c.Nodes[0].Requested.MilliCPU != 0 || z[0].FreeCPUs != 4 || z[1].FreeCPUs != 4 {

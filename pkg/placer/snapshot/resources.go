@@ -73,6 +73,12 @@ func (r *Resources) Add(o *Resources) {
 	}
 }
 
+// equal reports whether r and o are the same amounts.
+func (r *Resources) equal(o *Resources) bool {
+	return r.MilliCPU == o.MilliCPU && r.Memory == o.Memory && r.EphemeralStorage == o.EphemeralStorage &&
+		r.Pods == o.Pods && slices.Equal(r.Scalars, o.Scalars)
+}
+
 // Scalar returns the amount of one extended resource.
 func (r *Resources) Scalar(name corev1.ResourceName) int64 {
 	for _, s := range r.Scalars {

@@ -1,11 +1,17 @@
 // Package snapshot owns the placer's view of the cluster at one instant: per node its labels,
-// taints, allocatable and requested resources, the HPC jobs it runs, and the free cores of each
-// NUMA node from the node agent's NodeResourceTopology — corrected by assumptions for pinned
-// pods the agent has not reported yet, so that a stale map never double-books cores. Build is
-// pure: it takes API objects and returns a value; it must not talk to the API server, and it
-// never fails on a malformed object (the node is marked and the problem reported instead).
-// A snapshot belongs to one goroutine: planners read it, and Reserve records a placement on it
-// so that the next gang planned on the same snapshot sees it.
+// taints, allocatable and requested resources, the HPC jobs it runs, the host ports its pods
+// hold, and the free cores of each NUMA node from the node agent's NodeResourceTopology —
+// corrected by assumptions for pinned pods the agent has not reported yet, so that a stale map
+// never double-books cores.
+//
+// A Cache keeps that view up to date from informer events: each event changes one node's state
+// and moves its generation, and Cache.Snapshot brings its snapshot up to date by copying only the
+// nodes whose generation moved (kube-scheduler's cache does the same). Build makes a snapshot
+// from a list of objects in one go; it is the oracle the cache is tested against, and a
+// shorthand for tests. Both are pure: they take API objects and return values; they must not
+// talk to the API server, and they never fail on a malformed object (the node is marked and the
+// problem reported instead). A snapshot belongs to one goroutine: planners read it, and Reserve
+// records a placement on it so that the next gang planned on the same snapshot sees it.
 package snapshot
 
 import (
@@ -21,14 +27,11 @@ import (
 type Snapshot struct {
 	// Nodes are sorted by name.
 	Nodes []Node
-	// Zones hold every node's NUMA nodes; node i's are Zones[Nodes[i].ZoneStart:Nodes[i].ZoneEnd].
-	Zones []Zone
-	// Assumed lists pinned pods bound to a node whose free-core map does not account for them
-	// yet; their cores are already subtracted from Zones.
-	Assumed []Assumption
-	// Warnings are problems found while building (objects that could not be read).
-	Warnings []string
 
+	// orphans name the NodeResourceTopology objects of no node, sorted.
+	orphans []string
+	// touched are the nodes Reserve changed, for a Cache to restore.
+	touched []int32
 	// byLoad caches ByLoad's orders; Reserve clears them.
 	byLoad [2][]int32
 	// capacity caches Capacity.
@@ -44,8 +47,6 @@ type Node struct {
 	Allocatable Resources
 	// Requested is the sum of the requests of the node's pods that have not terminated.
 	Requested Resources
-	// ZoneStart and ZoneEnd delimit the node's NUMA nodes in Snapshot.Zones.
-	ZoneStart, ZoneEnd int
 	// TopologyProblem says why the node cannot take pinned workers (no free-core map, or a
 	// malformed one); empty when it can.
 	TopologyProblem string
@@ -63,6 +64,12 @@ type Node struct {
 	// Fingerprint and Generation identify the free-core map the node agent published.
 	Fingerprint string
 	Generation  int64
+
+	// zones are the node's NUMA nodes (ZonesOf), in the order the map lists them.
+	zones []Zone
+	// assumed are the node's assumptions, sorted by pod; warnings the problems its map has.
+	assumed  []Assumption
+	warnings []string
 }
 
 // Zone is one NUMA node's free resources for pinned workers.
@@ -106,9 +113,45 @@ func (s *Snapshot) NodeIndex(name string) (int, bool) {
 }
 
 // ZonesOf returns node i's NUMA nodes (read-only).
-func (s *Snapshot) ZonesOf(i int) []Zone {
-	n := &s.Nodes[i]
-	return s.Zones[n.ZoneStart:n.ZoneEnd]
+func (s *Snapshot) ZonesOf(i int) []Zone { return s.Nodes[i].zones }
+
+// Assumed lists the pinned pods bound to a node whose free-core map does not account for them
+// yet, ordered by namespace and name; their cores are already subtracted from the zones.
+func (s *Snapshot) Assumed() []Assumption {
+	var out []Assumption
+	for i := range s.Nodes {
+		out = append(out, s.Nodes[i].assumed...)
+	}
+	slices.SortStableFunc(out, compareAssumptions)
+	return out
+}
+
+// compareAssumptions orders assumptions by their pod's namespace, then its name.
+func compareAssumptions(a, b Assumption) int {
+	an, ap, _ := strings.Cut(a.Pod, "/")
+	bn, bp, _ := strings.Cut(b.Pod, "/")
+	return cmp.Or(cmp.Compare(an, bn), cmp.Compare(ap, bp))
+}
+
+// Warnings are the problems found in the objects the snapshot was made from (free-core maps that
+// could not be read, or that name no node), ordered by node name.
+func (s *Snapshot) Warnings() []string {
+	var out []string
+	orphans := s.orphans
+	for i := range s.Nodes {
+		for len(orphans) > 0 && orphans[0] < s.Nodes[i].Name {
+			out, orphans = append(out, orphanWarning(orphans[0])), orphans[1:]
+		}
+		out = append(out, s.Nodes[i].warnings...)
+	}
+	for _, o := range orphans {
+		out = append(out, orphanWarning(o))
+	}
+	return out
+}
+
+func orphanWarning(name string) string {
+	return "NodeResourceTopology " + name + " has no node of that name; ignored"
 }
 
 // CompareLoad compares the CPU load (requested / allocatable) of two nodes given as used and
