@@ -3,6 +3,10 @@ SHELL := /bin/bash
 GO ?= go
 BIN := $(CURDIR)/bin
 PKGS := ./...
+# The version every binary reports (`nodeagent version`, internal/version): this tree's tag or
+# commit, "-dirty" when it has changes.
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS = -X github.com/finegrain-dev/finegrain/internal/version.version=$(VERSION)
 
 .PHONY: help build test unit lint bench fuzz clean
 
@@ -11,7 +15,7 @@ help: ## list targets
 
 build: ## build every command into bin/
 	@mkdir -p $(BIN)
-	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/ ./cmd/...
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/ ./cmd/...
 
 test: lint unit ## lint, then every unit test (root-only and kernel tests skip with a reason elsewhere)
 

@@ -355,10 +355,10 @@ func TestJobErrors(t *testing.T) {
 		code int
 		want string
 	}{
-		{[]string{"job"}, 2, "job takes exactly one job name"},
-		{[]string{"job", "lammps", "-A"}, 2, "--all-namespaces only applies to jobs"},
-		{[]string{"jobs", "x"}, 2, "jobs takes no argument"},
-		{[]string{"job", "x", "--agent-selector", "a b"}, 2, "--agent-selector"},
+		{[]string{"job"}, 2, "kubectl finegrain job: want one job name\n"},
+		{[]string{"job", "lammps", "-A"}, 2, "kubectl finegrain job: unknown shorthand flag: 'A' in -A"},
+		{[]string{"jobs", "x"}, 2, `kubectl finegrain jobs: unexpected argument "x"`},
+		{[]string{"job", "x", "--agent-selector", "a b"}, 2, `kubectl finegrain job: --agent-selector "a b": `},
 		{[]string{"job", "absent", "-n", "hpc"}, 1, "HPCJob hpc/absent not found"},
 	} {
 		code, _, errOut := plugin(cluster, tt.args...)

@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/cpuset"
 
+	"github.com/finegrain-dev/finegrain/internal/cli/clitest"
 	"github.com/finegrain-dev/finegrain/pkg/apis/finegrain/v1alpha1"
 	"github.com/finegrain-dev/finegrain/pkg/inspect"
 	"github.com/finegrain-dev/finegrain/pkg/policy"
@@ -179,18 +180,55 @@ func TestCommandLineErrors(t *testing.T) {
 		code int
 		want string
 	}{
-		{nil, 2, "no command"},
-		{[]string{"pods"}, 2, `unknown command "pods"`},
-		{[]string{"node"}, 2, "exactly one node name"},
-		{[]string{"nodes", "x"}, 2, "takes no argument"},
-		{[]string{"nodes", "-o", "yaml"}, 2, "want table or json"},
-		{[]string{"nodes", "--no-such-flag"}, 2, "unknown flag"},
-		{[]string{"node", "node-z"}, 1, "node node-z has no NodeResourceTopology"},
-		{[]string{"--help"}, 0, "usage: kubectl finegrain"},
+		{nil, 2, "kubectl finegrain: no command given; want one of job, jobs, node, nodes, version\n"},
+		{[]string{"pods"}, 2, `kubectl finegrain: unknown command "pods"`},
+		{[]string{"node"}, 2, "kubectl finegrain node: want one node name\n"},
+		{[]string{"nodes", "x"}, 2, `kubectl finegrain nodes: unexpected argument "x"`},
+		{[]string{"nodes", "-o", "yaml"}, 2, `kubectl finegrain nodes: --output "yaml": want table or json`},
+		{[]string{"nodes", "--no-such-flag"}, 2, "kubectl finegrain nodes: unknown flag: --no-such-flag"},
+		{[]string{"nodes", "-kubeconfig", "x"}, 2, "kubectl finegrain nodes: -kubeconfig: long flags take two dashes: --kubeconfig"},
+		{[]string{"nodes", "-A"}, 2, "unknown shorthand flag: 'A' in -A"},
+		{[]string{"node", "node-z"}, 1, "kubectl finegrain node: node node-z has no NodeResourceTopology"},
 	} {
-		code, _, errOut := plugin(cluster, tt.args...)
-		if code != tt.code || !strings.Contains(errOut, tt.want) {
-			t.Errorf("%v: exit %d, %q; want %d and %q", tt.args, code, errOut, tt.code, tt.want)
+		code, out, errOut := plugin(cluster, tt.args...)
+		if code != tt.code || !strings.Contains(errOut, tt.want) || out != "" {
+			t.Errorf("%v: exit %d, stderr %q, stdout %q; want %d and %q", tt.args, code, errOut, out, tt.code, tt.want)
 		}
 	}
+}
+
+// TestGlobalFlags: the kubeconfig flags go before or after the command, as with kubectl.
+func TestGlobalFlags(t *testing.T) {
+	u, _ := published(t, "node-a", 7)
+	cluster := fakeCluster(u, node("node-a"))
+	for _, args := range [][]string{
+		{"--context", "whatever", "node", "node-a", "--timeout", "5s"},
+		{"node", "--request-timeout=5s", "node-a", "-n", "x"},
+	} {
+		if code, out, errOut := plugin(cluster, args...); code != 0 || !strings.Contains(out, "Node node-a (from NodeResourceTopology)") {
+			t.Errorf("%q: exit %d, %q\n%s", args, code, errOut, out)
+		}
+	}
+}
+
+func TestHelpAndVersion(t *testing.T) {
+	cluster := fakeCluster()
+	run := func(args ...string) (int, string, string) { return plugin(cluster, args...) }
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"--help"}, []string{"Shows what finegrain's node agents publish", "Usage:\n  kubectl finegrain COMMAND [flags]\n",
+			"  job      one HPCJob", "  jobs     one line per HPCJob", "  node     one node in detail", "  nodes    one line per node", "  version  print the program's version",
+			"--kubeconfig string", "-n, --namespace string", "--context string", "--timeout duration", "(default 30s)", "Run 'kubectl finegrain COMMAND --help'"}},
+		{[]string{"help"}, []string{"Usage:\n  kubectl finegrain COMMAND [flags]\n"}},
+		{[]string{"nodes", "-h"}, []string{"Prints one line per node", "Usage:\n  kubectl finegrain nodes [-o table|json]\n", "-o, --output string", `(default "table")`, "Global flags:", "--kubeconfig string"}},
+		{[]string{"node", "--help"}, []string{"Usage:\n  kubectl finegrain node NAME [-o table|json]\n"}},
+		{[]string{"jobs", "-h"}, []string{"Usage:\n  kubectl finegrain jobs [-n NAMESPACE | -A] [-o table|json]\n", "-A, --all-namespaces"}},
+		{[]string{"job", "-h"}, []string{"Usage:\n  kubectl finegrain job NAME [-n NAMESPACE] [-o table|json]\n", "--agent-namespace string", `(default "finegrain-system")`, "--agent-selector string", "--agent-container string"}},
+		{[]string{"version", "--help"}, []string{"Prints kubectl-finegrain's version"}},
+	} {
+		clitest.Help(t, run, tc.args, tc.want...)
+	}
+	clitest.Version(t, "kubectl-finegrain", run)
 }

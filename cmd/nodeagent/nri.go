@@ -2,10 +2,10 @@ package main
 
 import (
 	"context"
-	"flag"
 	"log/slog"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/spf13/pflag"
 
 	"github.com/finegrain-dev/finegrain/pkg/agent"
 	"github.com/finegrain-dev/finegrain/pkg/agent/nri"
@@ -18,9 +18,9 @@ type nriOptions struct {
 	plugin nri.Options
 }
 
-func addNRIFlags(fs *flag.FlagSet, o *nriOptions) {
+func addNRIFlags(fs *pflag.FlagSet, o *nriOptions) {
 	o.mode, o.plugin = nri.ModeAuto, nri.DefaultOptions()
-	fs.Func("nri", "container-creation path: auto (NRI when the runtime's NRI socket exists at start, inotify otherwise), on (NRI, waiting for the socket) or off (inotify) (default auto)",
+	fs.Func("nri", "`MODE` of the container-creation path: auto (NRI when the runtime's NRI socket exists at start, inotify otherwise), on (NRI, waiting for the socket) or off (inotify) (default auto)",
 		func(s string) error {
 			m, err := nri.ParseMode(s)
 			o.mode = m

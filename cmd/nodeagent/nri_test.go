@@ -29,18 +29,18 @@ import (
 
 func TestParseNRIFlags(t *testing.T) {
 	node := env(map[string]string{"NODE_NAME": "n"})
-	o, err := parseRunFlags([]string{"--nri=on", "--nri-socket", "/run/x/nri.sock", "--nri-plugin-index", "42", "--nri-pod-wait", "300ms"}, io.Discard, node)
+	o, err := parseRunFlags([]string{"--nri=on", "--nri-socket", "/run/x/nri.sock", "--nri-plugin-index", "42", "--nri-pod-wait", "300ms"}, node)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if o.nri.mode != nri.ModeOn || o.nri.plugin.SocketPath != "/run/x/nri.sock" || o.nri.plugin.PluginIndex != "42" || o.nri.plugin.PodWait != 300*time.Millisecond {
 		t.Errorf("parsed %+v", o.nri)
 	}
-	if o, _ := parseRunFlags(nil, io.Discard, node); o.nri.mode != nri.ModeAuto || o.nri.plugin.SocketPath != nri.DefaultSocketPath {
+	if o, _ := parseRunFlags(nil, node); o.nri.mode != nri.ModeAuto || o.nri.plugin.SocketPath != nri.DefaultSocketPath {
 		t.Errorf("defaults %+v", o.nri)
 	}
 	for _, args := range [][]string{{"--nri=maybe"}, {"--nri-plugin-index=1"}, {"--nri-socket="}} {
-		if _, err := parseRunFlags(args, io.Discard, node); err == nil || !strings.Contains(err.Error(), "nri") {
+		if _, err := parseRunFlags(args, node); err == nil || !strings.Contains(err.Error(), "nri") {
 			t.Errorf("parseRunFlags(%q) = %v, want an NRI error", args, err)
 		}
 	}
@@ -50,7 +50,7 @@ func TestParseNRIFlags(t *testing.T) {
 func TestSelectPath(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	sock := filepath.Join(t.TempDir(), "nri.sock")
-	o, err := parseRunFlags([]string{"--nri-socket", sock}, io.Discard, env(map[string]string{"NODE_NAME": "n"}))
+	o, err := parseRunFlags([]string{"--nri-socket", sock}, env(map[string]string{"NODE_NAME": "n"}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +87,7 @@ func TestRunNRIWiring(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer rt.Stop()
-	o, err := parseRunFlags([]string{"--nri-socket", sock}, io.Discard, env(map[string]string{"NODE_NAME": testNodeName}))
+	o, err := parseRunFlags([]string{"--nri-socket", sock}, env(map[string]string{"NODE_NAME": testNodeName}))
 	if err != nil {
 		t.Fatal(err)
 	}

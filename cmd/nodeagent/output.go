@@ -2,12 +2,13 @@ package main
 
 import (
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
+
+	"github.com/spf13/pflag"
 )
 
-// outputFormat is the value of a subcommand's -o flag: a human table or the JSON contract.
+// outputFormat is the value of a subcommand's -o/--output flag: a human table or the JSON contract.
 type outputFormat string
 
 const (
@@ -16,6 +17,9 @@ const (
 )
 
 func (f *outputFormat) String() string { return string(*f) }
+
+// Type names the value in the usage text.
+func (f *outputFormat) Type() string { return "format" }
 
 func (f *outputFormat) Set(v string) error {
 	switch outputFormat(v) {
@@ -26,10 +30,10 @@ func (f *outputFormat) Set(v string) error {
 	return fmt.Errorf("%q is not an output format; want table or json", v)
 }
 
-// addOutputFlag registers -o on fs with the given default.
-func addOutputFlag(fs *flag.FlagSet, f *outputFormat, def outputFormat) {
+// addOutputFlag registers -o/--output on fs with the given default.
+func addOutputFlag(fs *pflag.FlagSet, f *outputFormat, def outputFormat) {
 	*f = def
-	fs.Var(f, "o", "output format: table or json")
+	fs.VarP(f, "output", "o", "output format: table or json")
 }
 
 // writeOutput writes value as indented JSON, or lets table render the human form.

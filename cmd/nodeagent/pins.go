@@ -3,15 +3,17 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net/http"
 	"strings"
 	"time"
 
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/finegrain-dev/finegrain/internal/cli"
 	"github.com/finegrain-dev/finegrain/pkg/checkpoint"
 	"github.com/finegrain-dev/finegrain/pkg/inspect"
 	"github.com/finegrain-dev/finegrain/pkg/policy"
@@ -19,11 +21,8 @@ import (
 	"github.com/finegrain-dev/finegrain/pkg/topology"
 )
 
-const pinsUsage = `usage: nodeagent pins [--endpoint URL | --checkpoint FILE [--sysfs-root DIR]
-                      [--min-shared-cpus N] [--allow-split-cores]] [-o table|json]
-       nodeagent pins --processes [--pod NAMESPACE/NAME]... [--endpoint URL] [-o table|json]
-
-Prints who holds which CPUs on this node: every pinned container's exclusive CPUs, memory node
+// pinsLong is the help text of `nodeagent pins`.
+const pinsLong = `Prints who holds which CPUs on this node: every pinned container's exclusive CPUs, memory node
 and NUMA node, the containers in the shared pool and the shared pool itself, and each NUMA node's
 free CPUs, free whole cores and what one exclusive request could still get there.
 By default it asks the running node agent's inspection endpoint (URL, GET /pins). With
@@ -32,13 +31,16 @@ file names pods by UID only, DIR is the machine it was written on, and N and --a
 must be the agent's settings for "available" to match. The JSON form is a public contract
 (docs/interfaces.md).
 
+  nodeagent pins [--endpoint URL] [-o table|json]
+  nodeagent pins --checkpoint FILE [--sysfs-root DIR] [--min-shared-cpus N] [--allow-split-cores] [-o table|json]
+  nodeagent pins --processes [--pod NAMESPACE/NAME]... [--endpoint URL] [-o table|json]
+
 With --processes it prints what runs in the pinned containers instead (GET /processes): every
 process the agent finds in their cgroups, with its PID on the host, its MPI rank where its
 environment names one (OMPI_COMM_WORLD_RANK, PMIX_RANK or PMI_RANK), its name and the CPUs and
 memory nodes it may use. --pod (repeatable) keeps the containers of those pods. The agent reads
 a bounded number of processes per container and per listing (the table's first line says how
-many); a container with more shows how many it holds.
-`
+many); a container with more shows how many it holds.`
 
 // pinsOptions are the parsed flags of `nodeagent pins`.
 type pinsOptions struct {
@@ -73,67 +75,69 @@ func (l *podList) Set(v string) error {
 	return nil
 }
 
-func parsePinsFlags(args []string, stderr io.Writer) (pinsOptions, error) {
+// Type names the value in the usage text.
+func (l *podList) Type() string { return "pod" }
+
+// newPinsCommand is `nodeagent pins`.
+func newPinsCommand() *cobra.Command {
 	var opts pinsOptions
-	fs := flag.NewFlagSet("pins", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprint(stderr, pinsUsage)
-		fs.PrintDefaults()
+	cmd := &cobra.Command{
+		Use:   "pins [flags]",
+		Short: "show exclusive and shared CPUs per container and free cores per NUMA node (table or JSON)",
+		Long:  pinsLong,
+		Args:  cli.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkPinsFlags(cmd.Flags(), opts); err != nil {
+				return cli.Usage(err)
+			}
+			if opts.processes {
+				return printProcesses(opts, cmd.OutOrStdout())
+			}
+			return printPins(opts, cmd.OutOrStdout())
+		},
 	}
-	fs.StringVar(&opts.endpoint, "endpoint", "http://"+inspect.DefaultAddress, "the node agent's inspection endpoint")
-	fs.StringVar(&opts.checkpoint, "checkpoint", "", "read the agent's checkpoint file instead of asking the agent")
-	fs.StringVar(&opts.sysfsRoot, "sysfs-root", "/sys", "with --checkpoint: directory laid out like /sys describing the machine")
-	fs.IntVar(&opts.minSharedCPUs, "min-shared-cpus", 1, "with --checkpoint: the agent's minimum shared pool")
+	fs := cmd.Flags()
+	fs.StringVar(&opts.endpoint, "endpoint", "http://"+inspect.DefaultAddress, "the node agent's inspection endpoint `URL`")
+	fs.StringVar(&opts.checkpoint, "checkpoint", "", "read the agent's checkpoint `FILE` instead of asking the agent")
+	fs.StringVar(&opts.sysfsRoot, "sysfs-root", "/sys", "with --checkpoint: `DIR` laid out like /sys describing the machine")
+	fs.IntVar(&opts.minSharedCPUs, "min-shared-cpus", 1, "with --checkpoint: the agent's minimum shared pool, in `N` CPUs")
 	fs.BoolVar(&opts.allowSplitCores, "allow-split-cores", false, "with --checkpoint: the agent lets requests split physical cores")
 	fs.DurationVar(&opts.timeout, "timeout", 5*time.Second, "how long to wait for the endpoint")
 	fs.BoolVar(&opts.processes, "processes", false, "print the processes in the pinned containers instead (PID, MPI rank, allowed CPUs and memory nodes)")
-	fs.Var(&opts.pods, "pod", "with --processes: only the pinned containers of this pod, as namespace/name (repeatable)")
+	fs.Var(&opts.pods, "pod", "with --processes: only the pinned containers of this pod, as `NAMESPACE/NAME` (repeatable)")
 	addOutputFlag(fs, &opts.output, outputTable)
-	if err := fs.Parse(args); err != nil {
-		return opts, err
+	return cmd
+}
+
+// checkPinsFlags refuses combinations of flags that do not go together.
+func checkPinsFlags(fs *pflag.FlagSet, opts pinsOptions) error {
+	if fs.Changed("endpoint") && fs.Changed("checkpoint") {
+		return errors.New("--endpoint and --checkpoint exclude each other: ask the agent, or read its file")
 	}
-	if fs.NArg() > 0 {
-		return opts, fmt.Errorf("unexpected argument %q", fs.Arg(0))
-	}
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	if set["endpoint"] && set["checkpoint"] {
-		return opts, errors.New("--endpoint and --checkpoint exclude each other: ask the agent, or read its file")
-	}
-	if set["pod"] && !opts.processes {
-		return opts, errors.New("--pod only applies with --processes")
+	if fs.Changed("pod") && !opts.processes {
+		return errors.New("--pod only applies with --processes")
 	}
 	if opts.processes && opts.checkpoint != "" {
-		return opts, errors.New("--processes asks the running agent; a checkpoint holds no processes")
+		return errors.New("--processes asks the running agent; a checkpoint holds no processes")
 	}
 	if opts.checkpoint == "" {
 		for _, name := range []string{"sysfs-root", "min-shared-cpus", "allow-split-cores"} {
-			if set[name] {
-				return opts, fmt.Errorf("--%s only applies with --checkpoint", name)
+			if fs.Changed(name) {
+				return fmt.Errorf("--%s only applies with --checkpoint", name)
 			}
 		}
 	}
 	if opts.minSharedCPUs < 1 {
-		return opts, fmt.Errorf("--min-shared-cpus %d: the agent keeps at least 1", opts.minSharedCPUs)
+		return fmt.Errorf("--min-shared-cpus %d: the agent keeps at least 1", opts.minSharedCPUs)
 	}
-	return opts, nil
+	return nil
 }
 
-// runPins is the `pins` subcommand: 0 on success, 1 when the agent or the file cannot be read,
-// 2 on a usage error.
-func runPins(args []string, stdout, stderr io.Writer) int {
-	opts, err := parsePinsFlags(args, stderr)
-	if err != nil {
-		if !errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintf(stderr, "nodeagent pins: %v\n", err)
-		}
-		return 2
-	}
-	if opts.processes {
-		return printProcesses(opts, stdout, stderr)
-	}
+// printPins prints the agent's view, or the checkpoint's; an error means neither could be read
+// or the output could not be written.
+func printPins(opts pinsOptions, stdout io.Writer) error {
 	var view inspect.Pins
+	var err error
 	if opts.checkpoint != "" {
 		view, err = pinsFromCheckpoint(opts)
 	} else {
@@ -145,35 +149,32 @@ func runPins(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "nodeagent pins: %v\n", err)
-		return 1
+		return err
 	}
 	err = writeOutput(stdout, opts.output, view, func(w io.Writer) error { return inspect.WriteTable(w, view, time.Now()) })
 	if err != nil {
-		fmt.Fprintf(stderr, "nodeagent pins: write the output: %v\n", err)
-		return 1
+		return fmt.Errorf("write the output: %w", err)
 	}
-	return 0
+	return nil
 }
 
 // notRunningHint follows a failure to reach the agent.
 const notRunningHint = "(is the node agent running here? Its --inspect-address must match --endpoint"
 
-// printProcesses is `pins --processes`: 0 on success, 1 when the agent cannot answer.
-func printProcesses(opts pinsOptions, stdout, stderr io.Writer) int {
+// printProcesses is `pins --processes`; an error means the agent could not answer or the output
+// could not be written.
+func printProcesses(opts pinsOptions, stdout io.Writer) error {
 	ctx, cancel := context.WithTimeout(context.Background(), opts.timeout)
 	defer cancel()
 	view, err := inspect.FetchProcesses(ctx, &http.Client{}, opts.endpoint, opts.pods)
 	if err != nil {
-		fmt.Fprintf(stderr, "nodeagent pins --processes: %v\n%s)\n", err, notRunningHint)
-		return 1
+		return fmt.Errorf("--processes: %w\n%s)", err, notRunningHint)
 	}
 	err = writeOutput(stdout, opts.output, view, func(w io.Writer) error { return writeProcessesTable(w, view) })
 	if err != nil {
-		fmt.Fprintf(stderr, "nodeagent pins --processes: write the output: %v\n", err)
-		return 1
+		return fmt.Errorf("--processes: write the output: %w", err)
 	}
-	return 0
+	return nil
 }
 
 // writeProcessesTable prints the listing under a line naming the node and the bounds.

@@ -3,13 +3,13 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"log/slog"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 
@@ -28,7 +28,7 @@ type reportingOptions struct {
 	publishNRT     bool
 }
 
-func addReportingFlags(fs *flag.FlagSet, o *reportingOptions) {
+func addReportingFlags(fs *pflag.FlagSet, o *reportingOptions) {
 	fs.StringVar(&o.inspectAddress, "inspect-address", inspect.DefaultAddress,
 		"host:port serving /metrics, /healthz, /readyz, /pins and /processes (read-only; loopback only by default)")
 	fs.BoolVar(&o.publishNRT, "publish-nrt", true, "publish the node's free-core map as a NodeResourceTopology object")

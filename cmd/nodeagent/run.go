@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -12,9 +11,12 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/klog/v2"
 
+	"github.com/finegrain-dev/finegrain/internal/cli"
 	"github.com/finegrain-dev/finegrain/pkg/agent"
 	"github.com/finegrain-dev/finegrain/pkg/agent/classify"
 	"github.com/finegrain-dev/finegrain/pkg/cgroup"
@@ -22,17 +24,16 @@ import (
 	"github.com/finegrain-dev/finegrain/pkg/report"
 )
 
-const runUsage = `usage: nodeagent run [flags]
-
-Runs the node agent on this node (normally as the finegrain DaemonSet): containers of pods
+// runLong is the help text of `nodeagent run`.
+const runLong = `Runs the node agent on this node (normally as the finegrain DaemonSet): containers of pods
 labelled finegrain.dev/pinning=exclusive get exclusive cores of one NUMA node for their integer
 CPU request, every other container under kubepods runs in the shared pool with the configured
 CPU quota and memory limit, drift is repaired every --reconcile-interval, and the state survives
 restarts in --checkpoint. Where the runtime offers NRI (containerd >= 2.0) it decides each
-container's CPUs at its creation (--nri), otherwise it watches new cgroups with inotify. It refuses to act next to a kubelet running the static CPU manager
-policy. It serves /healthz, /readyz, /metrics, /pins and /processes on --inspect-address and
-publishes the node's NodeResourceTopology object (--publish-nrt).
-`
+container's CPUs at its creation (--nri), otherwise it watches new cgroups with inotify. It
+refuses to act next to a kubelet running the static CPU manager policy. It serves /healthz,
+/readyz, /metrics, /pins and /processes on --inspect-address and publishes the node's
+NodeResourceTopology object (--publish-nrt).`
 
 // runOptions are the parsed flags of `nodeagent run`.
 type runOptions struct {
@@ -43,89 +44,101 @@ type runOptions struct {
 	logJSON   bool
 }
 
-func parseRunFlags(args []string, stderr io.Writer, getenv func(string) string) (runOptions, error) {
-	o := runOptions{agent: agent.DefaultOptions()}
-	a := &o.agent
-	fs := flag.NewFlagSet("run", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprint(stderr, runUsage)
-		fs.PrintDefaults()
+// runFlags are the flags of `nodeagent run` as given; options checks and converts them.
+type runFlags struct {
+	opts                                            runOptions
+	driver, reserved, cpuQuota, memLimit, logFormat string
+	period                                          time.Duration
+}
+
+// newRunCommand is `nodeagent run`: getenv supplies the default node name, start runs the agent
+// with the parsed options and writes its log to stderr (runAgent, or a test's recorder).
+func newRunCommand(getenv func(string) string, start func(opts runOptions, stderr io.Writer) error) *cobra.Command {
+	f := &runFlags{opts: runOptions{agent: agent.DefaultOptions()}}
+	cmd := &cobra.Command{
+		Use:   "run",
+		Short: "run the node agent: pin opted-in containers, keep the rest in the shared pool, repair drift",
+		Long:  runLong,
+		Args:  cli.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			opts, err := f.options()
+			if err != nil {
+				return cli.Usage(err)
+			}
+			return start(opts, cmd.ErrOrStderr())
+		},
 	}
-	var driver, reserved, cpuQuota, memLimit, logFormat string
-	var period time.Duration
+	f.register(cmd.Flags(), getenv)
+	return cmd
+}
+
+func (f *runFlags) register(fs *pflag.FlagSet, getenv func(string) string) {
+	a := &f.opts.agent
 	fs.StringVar(&a.NodeName, "node-name", getenv("NODE_NAME"), "this node's name (default $NODE_NAME, set from spec.nodeName)")
 	fs.StringVar(&a.Kubeconfig, "kubeconfig", "", "kubeconfig file; empty uses the pod's service account")
 	fs.StringVar(&a.SysfsRoot, "sysfs-root", a.SysfsRoot, "where the host's /sys is mounted")
 	fs.StringVar(&a.Mountinfo, "mountinfo", a.Mountinfo, "mount table that locates the cgroup hierarchies")
 	fs.StringVar(&a.ProcRoot, "proc-root", a.ProcRoot, "procfs of the host's PID namespace (the agent runs with hostPID), read to list pinned containers' processes")
-	fs.StringVar(&driver, "cgroup-driver", string(a.CgroupDriver), "the kubelet's cgroupDriver: cgroupfs or systemd")
+	fs.StringVar(&f.driver, "cgroup-driver", string(a.CgroupDriver), "the kubelet's cgroupDriver: cgroupfs or systemd")
 	fs.StringVar(&a.CgroupBase, "cgroup-root", "", "the kubelet's cgroupRoot, without the leading slash (empty for /)")
 	fs.StringVar(&a.KubeletRootDir, "kubelet-root-dir", a.KubeletRootDir, "the kubelet's --root-dir (its cpu_manager_state tells a static-policy kubelet)")
 	fs.StringVar(&a.CRIEndpoint, "cri-endpoint", a.CRIEndpoint, "the container runtime's CRI socket, to name new containers; empty names them from pod statuses only")
 	fs.DurationVar(&a.CRITimeout, "cri-timeout", a.CRITimeout, "limit of one CRI call")
 	fs.StringVar(&a.CheckpointPath, "checkpoint", a.CheckpointPath, "the agent's state file, on a host path")
-	fs.StringVar(&reserved, "reserved-cpus", "", "CPUs never given to pods, in kernel list format (the kubelet's reservedSystemCPUs)")
+	fs.StringVar(&f.reserved, "reserved-cpus", "", "CPUs never given to pods, in kernel list format (the kubelet's reservedSystemCPUs)")
 	fs.IntVar(&a.MinSharedCPUs, "min-shared-cpus", a.MinSharedCPUs, "smallest shared pool; exclusive requests that would shrink it further wait")
 	fs.BoolVar(&a.AllowSplitCores, "allow-split-cores", false, "let an exclusive container share a physical core (SMT sibling) with another")
 	fs.StringVar(&a.Classify.PlacerSchedulerName, "placer-scheduler-name", a.Classify.PlacerSchedulerName, "schedulerName of pods the placer binds (only they may carry "+classify.AnnotationNUMANode+")")
-	fs.StringVar(&cpuQuota, "shared-cpu-quota", string(a.Classify.CPUQuota), "CPU quota of shared containers: off (the kubelet's), limit (their CPU limit) or request (their CPU request)")
-	fs.StringVar(&memLimit, "shared-memory-limit", string(a.Classify.MemoryLimit), "memory limit of shared containers: off, limit or request")
-	fs.DurationVar(&period, "cpu-cfs-period", time.Duration(a.Classify.CPUPeriodUS)*time.Microsecond, "CFS period of the shared CPU quota (the kubelet's cpuCFSQuotaPeriod)")
+	fs.StringVar(&f.cpuQuota, "shared-cpu-quota", string(a.Classify.CPUQuota), "CPU quota of shared containers: off (the kubelet's), limit (their CPU limit) or request (their CPU request)")
+	fs.StringVar(&f.memLimit, "shared-memory-limit", string(a.Classify.MemoryLimit), "memory limit of shared containers: off, limit or request")
+	fs.DurationVar(&f.period, "cpu-cfs-period", time.Duration(a.Classify.CPUPeriodUS)*time.Microsecond, "CFS period of the shared CPU quota (the kubelet's cpuCFSQuotaPeriod)")
 	fs.BoolVar(&a.Inotify, "inotify", a.Inotify, "notice new container cgroups through inotify (false: pod statuses and the periodic scan only)")
 	fs.DurationVar(&a.ReconcileInterval, "reconcile-interval", a.ReconcileInterval, "period of the drift check")
 	fs.DurationVar(&a.FullResyncInterval, "full-resync-interval", a.FullResyncInterval, "period at which quotas and memory limits are re-applied too")
 	fs.DurationVar(&a.KubeletCheckInterval, "kubelet-check-interval", a.KubeletCheckInterval, "period at which the kubelet's CPU manager policy is re-read")
 	fs.DurationVar(&a.StartupAPITimeout, "startup-api-timeout", a.StartupAPITimeout, "wait at most this long for the pod list at start, then enforce from the checkpoint")
-	addReportingFlags(fs, &o.reporting)
-	addNRIFlags(fs, &o.nri)
-	fs.TextVar(&o.logLevel, "log-level", slog.LevelInfo, "debug, info, warn or error")
-	fs.StringVar(&logFormat, "log-format", "json", "json or text")
-	if err := fs.Parse(args); err != nil {
-		return o, err
-	}
-	if fs.NArg() > 0 {
-		return o, fmt.Errorf("unexpected argument %q", fs.Arg(0))
-	}
+	addReportingFlags(fs, &f.opts.reporting)
+	addNRIFlags(fs, &f.opts.nri)
+	fs.TextVar(&f.opts.logLevel, "log-level", slog.LevelInfo, "log `LEVEL`: debug, info, warn or error")
+	fs.StringVar(&f.logFormat, "log-format", "json", "json or text")
+}
+
+// options checks the flags and returns the options they make.
+func (f *runFlags) options() (runOptions, error) {
+	o := f.opts
+	a := &o.agent
 	var err error
-	if a.CgroupDriver, err = cgroup.ParseDriver(driver); err != nil {
+	if a.CgroupDriver, err = cgroup.ParseDriver(f.driver); err != nil {
 		return o, fmt.Errorf("--cgroup-driver: %w", err)
 	}
-	if a.ReservedCPUs, err = cpulist.Parse(reserved); err != nil {
+	if a.ReservedCPUs, err = cpulist.Parse(f.reserved); err != nil {
 		return o, fmt.Errorf("--reserved-cpus: %w", err)
 	}
-	if a.Classify.CPUQuota, err = classify.ParsePolicy(cpuQuota); err != nil {
+	if a.Classify.CPUQuota, err = classify.ParsePolicy(f.cpuQuota); err != nil {
 		return o, fmt.Errorf("--shared-cpu-quota: %w", err)
 	}
-	if a.Classify.MemoryLimit, err = classify.ParsePolicy(memLimit); err != nil {
+	if a.Classify.MemoryLimit, err = classify.ParsePolicy(f.memLimit); err != nil {
 		return o, fmt.Errorf("--shared-memory-limit: %w", err)
 	}
-	if period%time.Microsecond != 0 || period <= 0 {
-		return o, fmt.Errorf("--cpu-cfs-period %s: want a positive whole number of microseconds", period)
+	if f.period%time.Microsecond != 0 || f.period <= 0 {
+		return o, fmt.Errorf("--cpu-cfs-period %s: want a positive whole number of microseconds", f.period)
 	}
-	a.Classify.CPUPeriodUS = uint64(period / time.Microsecond)
+	a.Classify.CPUPeriodUS = uint64(f.period / time.Microsecond)
 	if err := o.nri.plugin.Validate(); err != nil {
 		return o, fmt.Errorf("--nri-*: %w", err)
 	}
-	switch logFormat {
+	switch f.logFormat {
 	case "json", "text":
-		o.logJSON = logFormat == "json"
+		o.logJSON = f.logFormat == "json"
 	default:
-		return o, fmt.Errorf("--log-format %q: want json or text", logFormat)
+		return o, fmt.Errorf("--log-format %q: want json or text", f.logFormat)
 	}
 	return o, a.Validate()
 }
 
-// runRun is the `run` subcommand: 0 after a clean shutdown (SIGTERM), 1 when the agent cannot run,
-// 2 on a usage error.
-func runRun(args []string, _, stderr io.Writer) int {
-	opts, err := parseRunFlags(args, stderr, os.Getenv)
-	if err != nil {
-		if !errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintf(stderr, "nodeagent run: %v\n", err)
-		}
-		return 2
-	}
+// runAgent runs the agent until SIGTERM or SIGINT, logging to stderr: nil after a clean
+// shutdown, cli.ErrReported when the agent could not run (its log says why).
+func runAgent(opts runOptions, stderr io.Writer) error {
 	hopts := &slog.HandlerOptions{Level: opts.logLevel}
 	var h slog.Handler = slog.NewTextHandler(stderr, hopts)
 	if opts.logJSON {
@@ -137,10 +150,10 @@ func runRun(args []string, _, stderr io.Writer) int {
 	defer stop()
 	if err := serve(ctx, opts, log); err != nil {
 		log.Error("node agent stopped", "reason", err.Error())
-		return 1
+		return cli.ErrReported
 	}
 	log.Info("node agent stopped")
-	return 0
+	return nil
 }
 
 // serve runs the agent with its reporting (metrics, inspection endpoint, NodeResourceTopology

@@ -1,32 +1,48 @@
 package main
 
 import (
+	"fmt"
 	"io"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
 	"k8s.io/utils/cpuset"
 
+	"github.com/finegrain-dev/finegrain/internal/cli"
+	"github.com/finegrain-dev/finegrain/internal/cli/clitest"
 	"github.com/finegrain-dev/finegrain/pkg/agent/classify"
 	"github.com/finegrain-dev/finegrain/pkg/cgroup"
 )
 
 func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
 
+// parseRunFlags runs `nodeagent run args...` with getenv as the environment and returns the
+// options the agent would have started with, or the usage error.
+func parseRunFlags(args []string, getenv func(string) string) (runOptions, error) {
+	var got runOptions
+	record := func(o runOptions, _ io.Writer) error { got = o; return nil }
+	var stderr strings.Builder
+	if code := cli.Execute(newRoot(newRunCommand(getenv, record)), append([]string{"run"}, args...), io.Discard, &stderr); code != 0 {
+		return got, fmt.Errorf("exit %d: %s", code, stderr.String())
+	}
+	return got, nil
+}
+
 func TestParseRunFlags(t *testing.T) {
 	o, err := parseRunFlags([]string{
 		"--reserved-cpus", "0,2", "--min-shared-cpus", "2", "--cgroup-driver", "systemd",
 		"--shared-cpu-quota", "request", "--shared-memory-limit", "limit", "--cpu-cfs-period", "50ms",
 		"--inotify=false", "--cri-endpoint", "", "--log-format", "text", "--log-level", "debug",
-	}, io.Discard, env(map[string]string{"NODE_NAME": "node-a"}))
+	}, env(map[string]string{"NODE_NAME": "node-a"}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	a := o.agent
 	if a.NodeName != "node-a" || !a.ReservedCPUs.Equals(cpuset.New(0, 2)) || a.MinSharedCPUs != 2 || a.CgroupDriver != cgroup.Systemd ||
 		a.Classify.CPUQuota != classify.Request || a.Classify.MemoryLimit != classify.Limit || a.Classify.CPUPeriodUS != 50000 ||
-		a.Inotify || a.CRIEndpoint != "" || o.logJSON || a.ReconcileInterval != 500*time.Millisecond {
+		a.Inotify || a.CRIEndpoint != "" || o.logJSON || o.logLevel != slog.LevelDebug || a.ReconcileInterval != 500*time.Millisecond {
 		t.Errorf("parsed %+v", o)
 	}
 }
@@ -46,21 +62,30 @@ func TestParseRunFlagsRejects(t *testing.T) {
 		{[]string{"--min-shared-cpus", "0"}, node, "minimum shared CPUs"},
 		{[]string{"--reconcile-interval", "0s"}, node, "reconcile interval"},
 		{[]string{"--log-format", "xml"}, node, "--log-format"},
-		{[]string{"extra"}, node, "unexpected argument"},
+		{[]string{"extra"}, node, `unexpected argument "extra"`},
+		{[]string{"--bogus"}, node, "unknown flag: --bogus"},
+		{[]string{"-reserved-cpus", "0"}, node, "-reserved-cpus: long flags take two dashes: --reserved-cpus"},
 	} {
-		_, err := parseRunFlags(tc.args, io.Discard, tc.getenv)
+		_, err := parseRunFlags(tc.args, tc.getenv)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("parseRunFlags(%q) = %v, want an error about %q", tc.args, err, tc.want)
 		}
 	}
 }
 
-func TestRunUsage(t *testing.T) {
-	var out strings.Builder
-	if code := runRun([]string{"-h"}, io.Discard, &out); code != 2 || !strings.Contains(out.String(), "--reconcile-interval") && !strings.Contains(out.String(), "-reconcile-interval") {
-		t.Errorf("run -h = %d\n%s", code, out.String())
+func TestRunHelp(t *testing.T) {
+	for _, args := range [][]string{{"run", "-h"}, {"run", "--help"}, {"help", "run"}} {
+		clitest.Help(t, nodeagent, args,
+			"Runs the node agent on this node",
+			"Usage:\n  nodeagent run [flags]",
+			"--reconcile-interval duration",
+			"period of the drift check (default 500ms)",
+			"--cgroup-driver string",
+			`(default "cgroupfs")`,
+			"--log-level LEVEL")
 	}
-	if code := runRun([]string{"--bogus"}, io.Discard, io.Discard); code != 2 {
-		t.Errorf("run --bogus = %d, want 2", code)
+	code, _, errOut := nodeagent("run", "--bogus")
+	if code != 2 || !strings.HasPrefix(errOut, "nodeagent run: unknown flag: --bogus\n") || !strings.Contains(errOut, "--reconcile-interval") {
+		t.Errorf("run --bogus = %d, %q; want 2, the error and the usage", code, errOut)
 	}
 }

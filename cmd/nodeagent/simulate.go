@@ -1,23 +1,22 @@
 package main
 
 import (
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"strconv"
 	"strings"
 	"text/tabwriter"
 
+	"github.com/spf13/cobra"
+
+	"github.com/finegrain-dev/finegrain/internal/cli"
 	"github.com/finegrain-dev/finegrain/pkg/cpulist"
 	"github.com/finegrain-dev/finegrain/pkg/policy"
 	"github.com/finegrain-dev/finegrain/pkg/topology"
 )
 
-const simulateUsage = `usage: nodeagent simulate [--sysfs-root DIR] [--reserved-cpus LIST] [--min-shared-cpus N]
-                          [--allow-split-cores] [-o table|json] (--request N[@K] | --release I)...
-
-Runs exclusive CPU requests and releases, in command-line order, through the node agent's real
+// simulateLong is the help text of `nodeagent simulate`.
+const simulateLong = `Runs exclusive CPU requests and releases, in command-line order, through the node agent's real
 allocator on the machine described by DIR (a sysfs tree: /sys, or a captured one) and prints
 what each step got, the free CPUs of every NUMA node with CPUs, and the shared pool (CPU lists in
 kernel list format). Operators use it to see what a node would give a job before submitting it;
@@ -25,8 +24,7 @@ the JSON form is a public contract (docs/interfaces.md).
   --request N     N exclusive CPUs on the NUMA node the allocator chooses
   --request N@K   N exclusive CPUs on NUMA node K
   --release I     release the I-th request (counting requests only, from 0)
-A request that does not fit is reported in its step; it is not a failure of the command.
-`
+A request that does not fit is reported in its step; it is not a failure of the command.`
 
 // simStep is one --request or --release, in command-line order.
 type simStep struct {
@@ -71,48 +69,33 @@ type simFree struct {
 	CPUs     string `json:"cpus"`
 }
 
-// runSimulate is the `simulate` subcommand: 0 on success, 1 when the machine or the
-// configuration cannot be used, 2 on a usage error.
-func runSimulate(args []string, stdout, stderr io.Writer) int {
-	opts, err := parseSimulateFlags(args, stderr)
-	if err != nil {
-		if !errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintf(stderr, "nodeagent simulate: %v\n", err)
-		}
-		return 2
-	}
-	topo, err := topology.Discover(opts.sysfsRoot)
-	if err != nil {
-		fmt.Fprintf(stderr, "nodeagent simulate: discover the machine under %s: %v\n", opts.sysfsRoot, err)
-		return 1
-	}
-	report, err := simulate(topo, opts)
-	if err != nil {
-		fmt.Fprintf(stderr, "nodeagent simulate: %v\n", err)
-		return 1
-	}
-	if err := writeOutput(stdout, opts.output, report, func(w io.Writer) error { return writeSimTable(w, report) }); err != nil {
-		fmt.Fprintf(stderr, "nodeagent simulate: write the report: %v\n", err)
-		return 1
-	}
-	return 0
-}
-
-func parseSimulateFlags(args []string, stderr io.Writer) (simulateOptions, error) {
+// newSimulateCommand is `nodeagent simulate`.
+func newSimulateCommand() *cobra.Command {
 	opts := simulateOptions{}
 	requests := 0
-	fs := flag.NewFlagSet("simulate", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprint(stderr, simulateUsage)
-		fs.PrintDefaults()
+	cmd := &cobra.Command{
+		Use: "simulate [--sysfs-root DIR] [--reserved-cpus LIST] [--min-shared-cpus N] [--allow-split-cores]\n" +
+			"                     [-o table|json] (--request N[@K] | --release I)...",
+		Short: "run exclusive CPU requests and releases through the allocator and show what they get",
+		Long:  simulateLong,
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return cli.Usagef("unexpected argument %q; steps are given with --request and --release", args[0])
+			}
+			return nil
+		},
+		DisableFlagsInUseLine: true,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runSimulate(opts, cmd.OutOrStdout())
+		},
 	}
-	fs.StringVar(&opts.sysfsRoot, "sysfs-root", "/sys", "root of the sysfs tree describing the machine")
-	fs.StringVar(&opts.reservedCPUs, "reserved-cpus", "", "CPUs reserved for the kubelet and system (kernel list format, e.g. 0-1)")
-	fs.IntVar(&opts.minSharedCPUs, "min-shared-cpus", 1, "smallest size of the shared pool")
+	fs := cmd.Flags()
+	fs.StringVar(&opts.sysfsRoot, "sysfs-root", "/sys", "root `DIR` of the sysfs tree describing the machine")
+	fs.StringVar(&opts.reservedCPUs, "reserved-cpus", "", "CPUs reserved for the kubelet and system, as a kernel CPU `LIST` (e.g. 0-1)")
+	fs.IntVar(&opts.minSharedCPUs, "min-shared-cpus", 1, "smallest size of the shared pool, in `N` CPUs")
 	fs.BoolVar(&opts.allowSplitCores, "allow-split-cores", false, "let requests share a physical core (odd requests on SMT machines)")
 	addOutputFlag(fs, &opts.output, outputTable)
-	fs.Func("request", "request N exclusive CPUs, or N@K on NUMA node K (repeatable)", func(v string) error {
+	fs.Func("request", "request `N[@K]`: N exclusive CPUs, on NUMA node K if given (repeatable)", func(v string) error {
 		s, err := parseRequestStep(v)
 		if err != nil {
 			return err
@@ -121,7 +104,7 @@ func parseSimulateFlags(args []string, stderr io.Writer) (simulateOptions, error
 		requests++
 		return nil
 	})
-	fs.Func("release", "release the I-th request, counting requests from 0 (repeatable)", func(v string) error {
+	fs.Func("release", "release request `I`, counting requests from 0 (repeatable)", func(v string) error {
 		i, err := strconv.Atoi(v)
 		if err != nil || i < 0 {
 			return fmt.Errorf("%q is not a request index (0, 1, ...)", v)
@@ -132,13 +115,24 @@ func parseSimulateFlags(args []string, stderr io.Writer) (simulateOptions, error
 		opts.steps = append(opts.steps, simStep{release: true, index: i, text: v})
 		return nil
 	})
-	if err := fs.Parse(args); err != nil {
-		return opts, err
+	return cmd
+}
+
+// runSimulate runs the steps and prints the report; an error means the machine or the
+// configuration cannot be used, or the report cannot be written.
+func runSimulate(opts simulateOptions, stdout io.Writer) error {
+	topo, err := topology.Discover(opts.sysfsRoot)
+	if err != nil {
+		return fmt.Errorf("discover the machine under %s: %w", opts.sysfsRoot, err)
 	}
-	if fs.NArg() > 0 {
-		return opts, fmt.Errorf("unexpected argument %q; steps are given with --request and --release", fs.Arg(0))
+	report, err := simulate(topo, opts)
+	if err != nil {
+		return err
 	}
-	return opts, nil
+	if err := writeOutput(stdout, opts.output, report, func(w io.Writer) error { return writeSimTable(w, report) }); err != nil {
+		return fmt.Errorf("write the report: %w", err)
+	}
+	return nil
 }
 
 func parseRequestStep(v string) (simStep, error) {

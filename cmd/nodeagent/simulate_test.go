@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"path/filepath"
 	"strings"
@@ -14,9 +13,7 @@ func fixtureRoot(name string) string {
 
 func simulateCmd(t *testing.T, args ...string) (int, string, string) {
 	t.Helper()
-	var stdout, stderr bytes.Buffer
-	code := runSimulate(args, &stdout, &stderr)
-	return code, stdout.String(), stderr.String()
+	return nodeagent(append([]string{"simulate"}, args...)...)
 }
 
 // TestSimulateContract pins the JSON shape other tools parse.

@@ -3,11 +3,23 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"io"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/finegrain-dev/finegrain/internal/cli"
+	"github.com/finegrain-dev/finegrain/internal/cli/clitest"
+	"github.com/finegrain-dev/finegrain/pkg/placer"
 )
 
 const testdata = "../../pkg/placer/dryrun/testdata/"
+
+func placerCmd(args ...string) (int, string, string) {
+	var stdout, stderr bytes.Buffer
+	code := run(args, &stdout, &stderr)
+	return code, stdout.String(), stderr.String()
+}
 
 func TestPlanCommand(t *testing.T) {
 	tests := []struct {
@@ -19,31 +31,110 @@ func TestPlanCommand(t *testing.T) {
 	}{
 		{[]string{"plan", "--job", testdata + "job-cpu-scale.yaml", "--cluster", testdata + "cluster-paper.yaml", "-o", "json"}, 0, `"worker": "lulesh-worker-0"`, "", true},
 		{[]string{"plan", "--job", testdata + "job-none.yaml", "--cluster", testdata + "cluster-fragmented.yaml"}, 1, `"reason": "numa"`, "", true},
-		{[]string{"plan", "--job", testdata + "job-network.yaml", "--cluster", testdata + "cluster-stale.yaml", "-o", "text"}, 0, "lulesh-worker-0                      16      0 n2                       1", "", false},
+		{[]string{"plan", "--job", testdata + "job-network.yaml", "--cluster", testdata + "cluster-stale.yaml", "--output", "text"}, 0, "lulesh-worker-0                      16      0 n2                       1", "", false},
 		{[]string{"plan", "--cluster", testdata + "cluster-paper.yaml"}, 1, `"error": "give exactly one of --job FILE and --pod-group NAMESPACE/NAME"`, "", true},
-		{[]string{"plan", "--job", "x", "-o", "yaml"}, 2, "", `-o "yaml": want json or text`, false},
-		{[]string{"plan", "--bogus"}, 2, "", "flag provided but not defined: -bogus", false},
-		{[]string{"schedule"}, 2, "", `unknown command "schedule"`, false},
-		{[]string{"run", "extra"}, 2, "", `run takes no arguments`, false},
+		{[]string{"plan", "--job", "x", "-o", "yaml"}, 2, "", `placer plan: --output "yaml": want json or text`, false},
+		{[]string{"plan", "--bogus"}, 2, "", "placer plan: unknown flag: --bogus", false},
+		{[]string{"plan", "-job", "x"}, 2, "", "placer plan: -job: long flags take two dashes: --job", false},
+		{[]string{"schedule"}, 2, "", `placer: unknown command "schedule"`, false},
+		{[]string{"run", "extra"}, 2, "", `placer run: unexpected argument "extra"`, false},
 		{[]string{"run", "--kubeconfig", "/nonexistent", "--metrics-address", ""}, 1, "", `read kubeconfig /nonexistent`, false},
-		{[]string{"help"}, 0, "plan", "", false},
-		{nil, 2, "", "usage:", false},
+		{[]string{"help"}, 0, "  plan     plan an HPCJob", "", false},
+		{nil, 2, "", "placer: no command given; want one of plan, run, version", false},
 	}
 	for _, tc := range tests {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
-			var stdout, stderr bytes.Buffer
-			if rc := run(tc.args, &stdout, &stderr); rc != tc.rc {
-				t.Errorf("exit %d, want %d; stderr %s", rc, tc.rc, stderr.String())
+			rc, stdout, stderr := placerCmd(tc.args...)
+			if rc != tc.rc {
+				t.Errorf("exit %d, want %d; stderr %s", rc, tc.rc, stderr)
 			}
-			if !strings.Contains(stdout.String(), tc.stdout) {
-				t.Errorf("stdout %s\ndoes not contain %q", stdout.String(), tc.stdout)
+			if !strings.Contains(stdout, tc.stdout) {
+				t.Errorf("stdout %s\ndoes not contain %q", stdout, tc.stdout)
 			}
-			if !strings.Contains(stderr.String(), tc.stderr) {
-				t.Errorf("stderr %s\ndoes not contain %q", stderr.String(), tc.stderr)
+			if !strings.Contains(stderr, tc.stderr) {
+				t.Errorf("stderr %s\ndoes not contain %q", stderr, tc.stderr)
 			}
-			if tc.isJSON && !json.Valid(stdout.Bytes()) {
-				t.Errorf("stdout is not JSON: %s", stdout.String())
+			if tc.isJSON && !json.Valid([]byte(stdout)) {
+				t.Errorf("stdout is not JSON: %s", stdout)
 			}
 		})
+	}
+}
+
+func TestHelpAndVersion(t *testing.T) {
+	deprecated := []string{"--lease-duration", "--renew-deadline", "--retry-period", "--lease-namespace", "--lease-name"}
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"--help"}, []string{"Usage:\n  placer COMMAND [flags]", "  run      run the placer against the cluster", "  version  print the program's version"}},
+		{[]string{"plan", "-h"}, []string{"Plans an HPCJob", "Usage:\n  placer plan (--job JOB.yaml | --pod-group NAMESPACE/NAME) --cluster SNAPSHOT.yaml [-o json|text]\n", "--job FILE", `-o, --output string`, `(default "json")`}},
+		{[]string{"run", "--help"}, []string{"Runs the placer against the cluster", "--leader-elect ", "(default true)",
+			"--leader-elect-lease-duration duration", "(default 15s)", "--leader-elect-renew-deadline duration", "(default 10s)",
+			"--leader-elect-retry-period duration", "(default 2s)", "--leader-elect-resource-namespace string", "--leader-elect-resource-name string",
+			`(default "finegrain-placer")`, "--ssh-port-range FIRST-LAST", "--log-level LEVEL"}},
+		{[]string{"version", "-h"}, []string{"Prints placer's version"}},
+	} {
+		clitest.Help(t, placerCmd, tc.args, tc.want...)
+		_, out, _ := placerCmd(tc.args...)
+		for _, old := range deprecated {
+			if strings.Contains(out, old) {
+				t.Errorf("placer %q shows the deprecated %s:\n%s", tc.args, old, out)
+			}
+		}
+	}
+	clitest.Version(t, "placer", placerCmd)
+}
+
+// parseRun runs `placer run args...` and returns the options the placer would have started with.
+func parseRun(t *testing.T, args ...string) (runOptions, string) {
+	t.Helper()
+	var got runOptions
+	record := func(o runOptions, _ io.Writer) error { got = o; return nil }
+	var stdout, stderr bytes.Buffer
+	if code := cli.Execute(newRoot(newRunCommand(record)), append([]string{"run"}, args...), &stdout, &stderr); code != 0 || stdout.Len() > 0 {
+		t.Fatalf("placer run %q: exit %d, stdout %q, stderr %q", args, code, stdout.String(), stderr.String())
+	}
+	return got, stderr.String()
+}
+
+func TestLeaderElectionFlags(t *testing.T) {
+	def := placer.DefaultOptions()
+	o, warnings := parseRun(t)
+	if o.placer.LeaderElect != def.LeaderElect || o.placer.LeaseDuration != def.LeaseDuration || o.placer.LeaseName != def.LeaseName || warnings != "" {
+		t.Errorf("defaults: %+v, warnings %q", o.placer, warnings)
+	}
+	check := func(name string, o runOptions) {
+		t.Helper()
+		p := o.placer
+		if p.LeaderElect || p.LeaseDuration != 30*time.Second || p.RenewDeadline != 20*time.Second || p.RetryPeriod != 3*time.Second ||
+			p.LeaseNamespace != "hpc-system" || p.LeaseName != "placer-lock" {
+			t.Errorf("%s: parsed %+v", name, p)
+		}
+	}
+	o, warnings = parseRun(t, "--leader-elect=false", "--leader-elect-lease-duration=30s", "--leader-elect-renew-deadline", "20s",
+		"--leader-elect-retry-period=3s", "--leader-elect-resource-namespace", "hpc-system", "--leader-elect-resource-name=placer-lock")
+	check("kube-scheduler's names", o)
+	if warnings != "" {
+		t.Errorf("kube-scheduler's names warn: %q", warnings)
+	}
+	o, warnings = parseRun(t, "--leader-elect=false", "--lease-duration=30s", "--renew-deadline", "20s",
+		"--retry-period=3s", "--lease-namespace", "hpc-system", "--lease-name=placer-lock")
+	check("the old names", o)
+	for _, r := range renamedLeaderElectionFlags {
+		if want := "Flag --" + r.old + " has been deprecated, use --" + r.current + " instead\n"; !strings.Contains(warnings, want) {
+			t.Errorf("warnings lack %q:\n%s", want, warnings)
+		}
+	}
+}
+
+func TestRunFlags(t *testing.T) {
+	o, _ := parseRun(t, "--kube-api-qps", "25.5", "--kube-api-burst=50", "--ssh-port-range", "30000-30099", "--log-level", "debug", "--scheduler-name", "x")
+	c := o.placer.Controller
+	if o.placer.KubeAPIQPS != 25.5 || o.placer.KubeAPIBurst != 50 || c.SSHPorts.String() != "30000-30099" || o.logLevel.String() != "DEBUG" || c.SchedulerName != "x" {
+		t.Errorf("parsed %+v, log level %v", o.placer, o.logLevel)
+	}
+	if code, _, errOut := placerCmd("run", "--ssh-port-range", "9-1"); code != 2 || !strings.Contains(errOut, `placer run: invalid argument "9-1" for "--ssh-port-range" flag`) {
+		t.Errorf("bad port range: exit %d, %q", code, errOut)
 	}
 }

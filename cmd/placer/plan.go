@@ -1,38 +1,50 @@
 package main
 
 import (
-	"flag"
 	"fmt"
-	"io"
 
+	"github.com/spf13/cobra"
+
+	"github.com/finegrain-dev/finegrain/internal/cli"
 	"github.com/finegrain-dev/finegrain/pkg/apis/finegrain/v1alpha1"
 	"github.com/finegrain-dev/finegrain/pkg/placer/dryrun"
 )
 
-// runPlan is `placer plan --job JOB.yaml --cluster SNAPSHOT.yaml [-o json|text]`.
-func runPlan(args []string, stdout, stderr io.Writer) int {
+// planLong is the help text of `placer plan`.
+const planLong = `Plans an HPCJob (--job), or a plain pod gang found in the snapshot (--pod-group), on a cluster
+snapshot file with the placer's own planner and prints where each worker would go (node, NUMA
+node, cores), or why it fits nowhere. Nothing is written to a cluster. The snapshot is the output
+of kubectl get nodes,noderesourcetopologies,pods -A -o yaml. The JSON form is a public contract
+(docs/placer.md); the exit status is 1 when the job is invalid or does not fit.`
+
+// newPlanCommand is `placer plan`.
+func newPlanCommand() *cobra.Command {
 	var opts dryrun.Options
-	fs := flag.NewFlagSet("plan", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.StringVar(&opts.JobFile, "job", "", "HPCJob YAML or JSON file")
-	fs.StringVar(&opts.PodGroup, "pod-group", "", "plan the plain pod gang NAMESPACE/NAME found in the snapshot instead")
-	fs.StringVar(&opts.ClusterFile, "cluster", "", "output of kubectl get nodes,noderesourcetopologies,pods -A -o yaml")
-	fs.StringVar(&opts.Output, "o", "json", "output format: json or text")
+	cmd := &cobra.Command{
+		Use:                   "plan (--job JOB.yaml | --pod-group NAMESPACE/NAME) --cluster SNAPSHOT.yaml [-o json|text]",
+		Short:                 "plan an HPCJob or a pod group on a cluster snapshot file and print the placements",
+		Long:                  planLong,
+		Args:                  cli.NoArgs,
+		DisableFlagsInUseLine: true,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if opts.Output != "json" && opts.Output != "text" {
+				return cli.Usagef("--output %q: want json or text", opts.Output)
+			}
+			out, warnings, err := dryrun.Plan(opts)
+			if werr := dryrun.Write(cmd.OutOrStdout(), opts.Output, out, warnings, err); werr != nil {
+				return fmt.Errorf("write the plan: %w", werr)
+			}
+			if err != nil {
+				return cli.ErrReported // the output says why
+			}
+			return nil
+		},
+	}
+	fs := cmd.Flags()
+	fs.StringVar(&opts.JobFile, "job", "", "HPCJob YAML or JSON `FILE`")
+	fs.StringVar(&opts.PodGroup, "pod-group", "", "plan the plain pod gang `NAMESPACE/NAME` found in the snapshot instead")
+	fs.StringVar(&opts.ClusterFile, "cluster", "", "snapshot `FILE`: the output of kubectl get nodes,noderesourcetopologies,pods -A -o yaml")
+	fs.StringVarP(&opts.Output, "output", "o", "json", "output format: json or text")
 	fs.StringVar(&opts.SchedulerName, "scheduler-name", v1alpha1.DefaultSchedulerName, "schedulerName of the job's pods")
-	if err := fs.Parse(args); err != nil {
-		return 2
-	}
-	if opts.Output != "json" && opts.Output != "text" {
-		fmt.Fprintf(stderr, "-o %q: want json or text\n", opts.Output)
-		return 2
-	}
-	out, warnings, err := dryrun.Plan(opts)
-	if werr := dryrun.Write(stdout, opts.Output, out, warnings, err); werr != nil {
-		fmt.Fprintf(stderr, "write plan: %v\n", werr)
-		return 2
-	}
-	if err != nil {
-		return 1
-	}
-	return 0
+	return cmd
 }

@@ -2,36 +2,60 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"os/signal"
 	"syscall"
 
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/finegrain-dev/finegrain/internal/cli"
 	"github.com/finegrain-dev/finegrain/pkg/mpi"
 	"github.com/finegrain-dev/finegrain/pkg/placer"
 )
 
-// runRun is `placer run`: flags into placer.Options, then placer.Run until SIGTERM.
-func runRun(args []string, _, stderr io.Writer) int {
-	opts := placer.DefaultOptions()
-	c := &opts.Controller
-	var level slog.Level
-	fs := flag.NewFlagSet("run", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+// runLong is the help text of `placer run`.
+const runLong = `Runs the placer against the cluster until SIGTERM: it binds the pods of HPCJobs and plain pod
+gangs whose schedulerName is --scheduler-name, a whole job at a time, to nodes and NUMA nodes with
+the free cores the node agents publish in their NodeResourceTopology objects, and runs the jobs'
+MPI wiring (SSH identity, hostfile, launcher). With --leader-elect (the default) it takes the
+Lease --leader-elect-resource-namespace/--leader-elect-resource-name first, as kube-scheduler
+does, so that one replica places at a time. It serves /metrics and /healthz on
+--metrics-address and logs JSON to stderr.`
+
+// runOptions are the parsed flags of `placer run`.
+type runOptions struct {
+	placer   placer.Options
+	logLevel slog.Level
+}
+
+// newRunCommand is `placer run`; start runs the placer with the parsed options and logs to stderr
+// (runPlacer, or a test's recorder).
+func newRunCommand(start func(opts runOptions, stderr io.Writer) error) *cobra.Command {
+	opts := runOptions{placer: placer.DefaultOptions()}
+	cmd := &cobra.Command{
+		Use:   "run",
+		Short: "run the placer against the cluster (leader-elected)",
+		Long:  runLong,
+		Args:  cli.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return start(opts, cmd.ErrOrStderr())
+		},
+	}
+	addRunFlags(cmd.Flags(), &opts)
+	return cmd
+}
+
+func addRunFlags(fs *pflag.FlagSet, o *runOptions) {
+	opts, c := &o.placer, &o.placer.Controller
 	fs.StringVar(&opts.Kubeconfig, "kubeconfig", "", "kubeconfig file (default: in-cluster configuration)")
-	qps := float64(opts.KubeAPIQPS)
-	fs.Float64Var(&qps, "kube-api-qps", qps, "API requests per second")
+	fs.Float32Var(&opts.KubeAPIQPS, "kube-api-qps", opts.KubeAPIQPS, "API requests per second")
 	fs.IntVar(&opts.KubeAPIBurst, "kube-api-burst", opts.KubeAPIBurst, "API request burst")
 	fs.StringVar(&opts.MetricsAddress, "metrics-address", opts.MetricsAddress, "address serving /metrics and /healthz (empty: off)")
 	fs.BoolVar(&opts.Profiling, "profiling", opts.Profiling, "also serve Go's profiles under /debug/pprof/ on the metrics address")
-	fs.BoolVar(&opts.LeaderElect, "leader-elect", opts.LeaderElect, "take a Lease so that one replica places at a time")
-	fs.StringVar(&opts.LeaseNamespace, "lease-namespace", opts.LeaseNamespace, "namespace of the Lease (default $POD_NAMESPACE)")
-	fs.StringVar(&opts.LeaseName, "lease-name", opts.LeaseName, "name of the Lease")
-	fs.DurationVar(&opts.LeaseDuration, "lease-duration", opts.LeaseDuration, "how long a Lease lasts without renewal")
-	fs.DurationVar(&opts.RenewDeadline, "renew-deadline", opts.RenewDeadline, "how long the leader tries to renew before giving up")
-	fs.DurationVar(&opts.RetryPeriod, "retry-period", opts.RetryPeriod, "wait between Lease attempts")
+	addLeaderElectionFlags(fs, opts)
 	fs.StringVar(&c.SchedulerName, "scheduler-name", c.SchedulerName, "schedulerName of the pods the placer binds")
 	fs.IntVar(&c.Parallelism, "parallelism", c.Parallelism, "concurrent API calls while binding")
 	fs.DurationVar(&c.GangTimeout, "gang-timeout", c.GangTimeout, "timeout of plain pod gangs (HPCJobs set their own)")
@@ -42,27 +66,56 @@ func runRun(args []string, _, stderr io.Writer) int {
 	fs.DurationVar(&c.AssumeTTL, "assume-ttl", c.AssumeTTL, "how long a bound pod the informer never shows is still assumed")
 	fs.DurationVar(&c.ResyncPeriod, "resync-period", c.ResyncPeriod, "informer resync period")
 	fs.DurationVar(&c.RefusalGrace, "refusal-grace", c.RefusalGrace, "how long a bound worker the node agent refused to pin may stay unpinned before its job is placed again")
-	fs.Func("ssh-port-range", fmt.Sprintf("FIRST-LAST: sshd ports of workers on their node's network, each free on its node (default %s)", c.SSHPorts), func(v string) error {
+	fs.Func("ssh-port-range", fmt.Sprintf("sshd ports `FIRST-LAST` of workers on their node's network, each free on its node (default %s)", c.SSHPorts), func(v string) error {
 		r, err := mpi.ParsePortRange(v)
 		c.SSHPorts = r
 		return err
 	})
 	fs.DurationVar(&c.ImagePullGrace, "image-pull-grace", c.ImagePullGrace, "how long a job's pod may fail to pull its image before the job fails (an image that can never be pulled fails it at once)")
-	fs.TextVar(&level, "log-level", slog.LevelInfo, "log level: debug, info, warn, error")
-	if err := fs.Parse(args); err != nil {
-		return 2
+	fs.TextVar(&o.logLevel, "log-level", slog.LevelInfo, "log `LEVEL`: debug, info, warn or error")
+}
+
+// renamedLeaderElectionFlags pairs the placer's leader election flags before it took
+// kube-scheduler's names with the names that replace them.
+var renamedLeaderElectionFlags = []struct{ old, current string }{
+	{"lease-duration", "leader-elect-lease-duration"},
+	{"renew-deadline", "leader-elect-renew-deadline"},
+	{"retry-period", "leader-elect-retry-period"},
+	{"lease-namespace", "leader-elect-resource-namespace"},
+	{"lease-name", "leader-elect-resource-name"},
+}
+
+// addLeaderElectionFlags registers kube-scheduler's leader election flags (as
+// k8s.io/component-base names them; the Lease is the only lock) and the older names, which set the
+// same options and warn that they are deprecated.
+func addLeaderElectionFlags(fs *pflag.FlagSet, opts *placer.Options) {
+	fs.BoolVar(&opts.LeaderElect, "leader-elect", opts.LeaderElect, "take a Lease before placing, so that one replica places at a time")
+	fs.DurationVar(&opts.LeaseDuration, "leader-elect-lease-duration", opts.LeaseDuration,
+		"how long a replica waits after the leader's last renewal before it tries to take the Lease")
+	fs.DurationVar(&opts.RenewDeadline, "leader-elect-renew-deadline", opts.RenewDeadline,
+		"how long the leader tries to renew the Lease before it stops leading (less than the lease duration)")
+	fs.DurationVar(&opts.RetryPeriod, "leader-elect-retry-period", opts.RetryPeriod, "wait between attempts to take or renew the Lease")
+	fs.StringVar(&opts.LeaseNamespace, "leader-elect-resource-namespace", opts.LeaseNamespace,
+		"namespace of the Lease (the default is $POD_NAMESPACE where it is set)")
+	fs.StringVar(&opts.LeaseName, "leader-elect-resource-name", opts.LeaseName, "name of the Lease")
+	for _, r := range renamedLeaderElectionFlags {
+		current := fs.Lookup(r.current)
+		fs.AddFlag(&pflag.Flag{Name: r.old, Usage: current.Usage, Value: current.Value, DefValue: current.DefValue})
+		if err := fs.MarkDeprecated(r.old, "use --"+r.current+" instead"); err != nil {
+			panic(err) // r.old was added just above
+		}
 	}
-	opts.KubeAPIQPS = float32(qps)
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "run takes no arguments, got %q\n", fs.Args())
-		return 2
-	}
-	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level}))
+}
+
+// runPlacer runs the placer until SIGTERM or SIGINT, logging JSON to stderr: nil after a clean
+// shutdown, cli.ErrReported when it failed (its log says why).
+func runPlacer(opts runOptions, stderr io.Writer) error {
+	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: opts.logLevel}))
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	if err := placer.Run(ctx, opts, log); err != nil {
+	if err := placer.Run(ctx, opts.placer, log); err != nil {
 		log.Error("placer failed", "err", err)
-		return 1
+		return cli.ErrReported
 	}
-	return 0
+	return nil
 }
