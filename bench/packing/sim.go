@@ -50,7 +50,7 @@ func (f *finegrainPacker) spare() int { return f.a.SharedCPUs().Size() - f.a.Min
 
 func (f *finegrainPacker) failure() error { return f.err }
 
-func (k *kubeletPacker) spare() int { return k.totalFree - k.minShared }
+func (k *kubeletPacker) spare() int { return k.free.Size() - k.minShared }
 
 func (k *kubeletPacker) failure() error { return nil }
 
@@ -168,7 +168,7 @@ func extraL3(topo *topology.Topology, cpus []int) bool {
 	if largest == 0 {
 		return false // the host reports no L3 groups
 	}
-	groups := map[int]bool{}
+	groups := map[topology.L3ID]bool{}
 	for _, cpu := range cpus {
 		c, _ := topo.CPU(cpu)
 		groups[c.L3Group] = true

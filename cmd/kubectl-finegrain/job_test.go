@@ -56,7 +56,7 @@ func nrtWith(t *testing.T, node string, pins ...pinned) *unstructured.Unstructur
 		t.Fatal(err)
 	}
 	for _, p := range pins {
-		if _, err := a.Allocate(policy.Request{Key: policy.Key{PodUID: "uid-" + p.pod, Container: "worker"}, CPUs: p.cpus, NUMANode: policy.OnNUMANode(p.numaNode)}); err != nil {
+		if _, err := a.Allocate(policy.Request{Key: policy.Key{PodUID: "uid-" + p.pod, Container: "worker"}, CPUs: p.cpus, NUMANode: policy.OnNUMANode(topology.NUMAID(p.numaNode))}); err != nil {
 			t.Fatal(err)
 		}
 	}

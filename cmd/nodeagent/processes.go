@@ -27,7 +27,7 @@ func processesView(node string, a processLister, pods []types.NamespacedName) (i
 		c := inspect.ContainerProcesses{
 			Namespace: pp.Pin.Namespace, Pod: pp.Pin.Pod, PodUID: pp.Pin.PodUID, Container: pp.Pin.Container,
 			ContainerID: pp.Container.String(), CPUs: pp.Pin.CPUs.String(), Mems: pp.Pin.Mems.String(),
-			NUMANode: pp.Pin.NUMANode, Written: pp.Pin.Written, Listed: pp.Processes.Listed,
+			NUMANode: int(pp.Pin.NUMANode), Written: pp.Pin.Written, Listed: pp.Processes.Listed,
 			Processes: make([]inspect.Process, 0, len(pp.Processes.Processes)),
 		}
 		if pp.Err != nil {

@@ -202,7 +202,7 @@ finegrain_nodeagent_allocations_total 1
 	if numa == nil {
 		t.Fatal("pin without NUMA node")
 	}
-	free := topo.CPUsOfNUMANode(*numa).Difference(pinned).Size()
+	free := topo.CPUsOfNUMANode(topology.NUMAID(*numa)).Difference(pinned).Size()
 	if err := testutil.ScrapeAndCompare(base+inspect.PathMetrics, strings.NewReader(fmt.Sprintf(`
 # HELP finegrain_nodeagent_exclusive_cpus CPUs of the NUMA node held exclusively by containers.
 # TYPE finegrain_nodeagent_exclusive_cpus gauge

@@ -147,7 +147,7 @@ func parseRequestStep(v string) (simStep, error) {
 		if err != nil || k < 0 {
 			return simStep{}, fmt.Errorf("request %q: %q is not a NUMA node number", v, node)
 		}
-		s.numa = policy.OnNUMANode(k)
+		s.numa = policy.OnNUMANode(topology.NUMAID(k))
 	}
 	return s, nil
 }
@@ -178,14 +178,14 @@ func simulate(topo *topology.Topology, opts simulateOptions) (simReport, error) 
 			res.Error = err.Error()
 			key = policy.Key{}
 		} else {
-			res.CPUs, res.Mems, res.NUMANode = asg.CPUs.String(), asg.Mems.String(), ptr(asg.NUMANode)
+			res.CPUs, res.Mems, res.NUMANode = asg.CPUs.String(), asg.Mems.String(), ptr(int(asg.NUMANode))
 		}
 		keys = append(keys, key)
 		report.Steps = append(report.Steps, res)
 	}
 	for _, f := range a.Free() {
 		if f.Capacity > 0 {
-			report.Free = append(report.Free, simFree{NUMANode: f.NUMANode, CPUs: f.FreeCPUs.String()})
+			report.Free = append(report.Free, simFree{NUMANode: int(f.NUMANode), CPUs: f.FreeCPUs.String()})
 		}
 	}
 	report.Shared = a.SharedCPUs().String()

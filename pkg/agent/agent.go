@@ -157,7 +157,7 @@ func NewFromDeps(opts Options, d Deps) (*Agent, error) {
 	var mems []int
 	for _, n := range d.Topology.NUMANodes {
 		if n.MemoryBytes > 0 || len(d.Topology.NUMANodes) == 1 {
-			mems = append(mems, n.ID)
+			mems = append(mems, int(n.ID))
 		}
 	}
 	a.mems = cpuset.New(mems...)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/finegrain-dev/finegrain/pkg/cgroup"
 	"github.com/finegrain-dev/finegrain/pkg/policy"
+	"github.com/finegrain-dev/finegrain/pkg/topology"
 )
 
 // ErrUnknownPod is returned by Decide when the agent has not seen the pod before the caller's
@@ -37,8 +38,8 @@ type Decision struct {
 	// Resources are the cgroup values: the exclusive cpus and mems, or the shared pool with the
 	// shared CPU quota and memory limit the operator's policy gives the container.
 	Resources cgroup.Resources
-	// NUMANode is the exclusive entry's node, -1 for a shared container.
-	NUMANode int
+	// NUMANode is the exclusive entry's node, topology.NoNUMA for a shared container.
+	NUMANode topology.NUMAID
 	// SharedCPUs and SharedMems are the shared pool after this decision: the values for every
 	// shared container (an exclusive entry made by this call shrank it).
 	SharedCPUs, SharedMems cpuset.CPUSet
@@ -79,7 +80,7 @@ func (a *Agent) Decide(ctx context.Context, req ContainerRequest) (Decision, err
 		ps.decided[req.ID] = true
 	}
 	key := policy.Key{PodUID: req.PodUID, Container: req.Container}
-	d := Decision{NUMANode: -1}
+	d := Decision{NUMANode: topology.NoNUMA}
 	if ct.CPUs > 0 && !ps.info.Terminal {
 		asg, ok := st.alloc.Lookup(key)
 		if !ok {
@@ -132,7 +133,7 @@ func (a *Agent) decideUnknown(req ContainerRequest, unknown error) (Decision, er
 	if !req.SharedIfUnknown {
 		return Decision{}, unknown
 	}
-	d := Decision{NUMANode: -1, SharedCPUs: a.st.alloc.SharedCPUs(), SharedMems: a.mems}
+	d := Decision{NUMANode: topology.NoNUMA, SharedCPUs: a.st.alloc.SharedCPUs(), SharedMems: a.mems}
 	d.Resources = cgroup.Resources{CPUs: d.SharedCPUs, Mems: d.SharedMems}
 	return d, nil
 }

@@ -27,7 +27,7 @@ func TestDecide(t *testing.T) {
 	e.a.DrainPods(ctx)
 	id := cgroup.ContainerID{Runtime: cgroup.RuntimeContainerd, ID: hexID('6')}
 	d, err := e.a.Decide(ctx, ContainerRequest{PodUID: string(w.UID), Container: "c0", ID: id})
-	if err != nil || !d.Exclusive || d.Resources.CPUs.Size() != 2 || !d.Resources.Mems.Equals(cpuset.New(d.NUMANode)) {
+	if err != nil || !d.Exclusive || d.Resources.CPUs.Size() != 2 || !d.Resources.Mems.Equals(cpuset.New(int(d.NUMANode))) {
 		t.Fatalf("Decide(worker) = %+v, %v", d, err)
 	}
 	if d.SharedCPUs.Intersection(d.Resources.CPUs).Size() != 0 || d.SharedCPUs.Size() != 6 {

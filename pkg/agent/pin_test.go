@@ -57,7 +57,7 @@ func TestPinThroughInotify(t *testing.T) {
 		t.Fatalf("appeared: %+v, want the worker pinned", rep)
 	}
 	cpus, mems := e.cpus(ctr)
-	if !cpus.Equals(pin.CPUs) || !mems.Equals(cpuset.New(pin.NUMANode)) {
+	if !cpus.Equals(pin.CPUs) || !mems.Equals(cpuset.New(int(pin.NUMANode))) {
 		t.Errorf("worker cgroup = cpus %s mems %s, want %s and %d", cpus, mems, pin.CPUs, pin.NUMANode)
 	}
 	if len(e.hooks.pins) != 1 || e.hooks.pins[0] != PathInotify {

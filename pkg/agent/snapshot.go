@@ -8,6 +8,7 @@ import (
 
 	"github.com/finegrain-dev/finegrain/pkg/cgroup"
 	"github.com/finegrain-dev/finegrain/pkg/policy"
+	"github.com/finegrain-dev/finegrain/pkg/topology"
 )
 
 // Snapshot is a read-only copy of the agent's state, for reporting (free-core maps, metrics,
@@ -40,7 +41,7 @@ type Snapshot struct {
 type Pin struct {
 	PodUID, Namespace, Pod, Container string
 	CPUs, Mems                        cpuset.CPUSet
-	NUMANode                          int
+	NUMANode                          topology.NUMAID
 	// Written is true once a live container cgroup carries it.
 	Written bool
 }

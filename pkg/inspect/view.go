@@ -103,12 +103,12 @@ func FromSnapshot(node, source string, s report.Snapshot, opts report.Options) P
 		}
 		cores := f.FreeWholeCores
 		v.NUMANodes = append(v.NUMANodes, NUMANode{
-			ID: f.NUMANode, Capacity: f.Capacity, Allocatable: f.Allocatable,
+			ID: int(f.NUMANode), Capacity: f.Capacity, Allocatable: f.Allocatable,
 			FreeCPUs: f.FreeCPUs.String(), Free: f.FreeCPUs.Size(), FreeCores: &cores, Available: opts.Available(f),
 		})
 	}
 	for _, p := range s.Pins {
-		node := p.NUMANode
+		node := int(p.NUMANode)
 		v.Containers = append(v.Containers, Container{
 			Namespace: p.Namespace, Pod: p.Pod, PodUID: p.PodUID, Container: p.Container,
 			Pool: PoolExclusive, CPUs: p.CPUs.String(), Mems: p.Mems.String(), NUMANode: &node,

@@ -6,6 +6,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/finegrain-dev/finegrain/pkg/report"
+	"github.com/finegrain-dev/finegrain/pkg/topology"
 )
 
 // State is a collector that reads the agent's snapshot when scraped, so its gauges are never
@@ -58,7 +59,7 @@ func (s *State) Collect(ch chan<- prometheus.Metric) {
 	gauge(s.reserved, snap.Reserved.Size())
 	gauge(s.pinned, len(snap.Pins))
 	ch <- prometheus.MustNewConstMetric(s.generation, prometheus.GaugeValue, float64(snap.Generation))
-	held := map[int]int{}
+	held := map[topology.NUMAID]int{}
 	for _, p := range snap.Pins {
 		held[p.NUMANode] += p.CPUs.Size()
 	}
@@ -66,7 +67,7 @@ func (s *State) Collect(ch chan<- prometheus.Metric) {
 		if f.Capacity == 0 {
 			continue
 		}
-		id := strconv.Itoa(f.NUMANode)
+		id := strconv.Itoa(int(f.NUMANode))
 		gauge(s.freeCPUs, f.FreeCPUs.Size(), id)
 		gauge(s.freeCores, f.FreeWholeCores, id)
 		gauge(s.exclusive, held[f.NUMANode], id)

@@ -34,15 +34,15 @@ func compareKeys(a, b Key) int {
 
 // NUMAChoice is the NUMA node a request must use. The zero value lets the allocator choose.
 type NUMAChoice struct {
-	id  int
+	id  topology.NUMAID
 	set bool
 }
 
-// OnNUMANode requires NUMA node id (the kernel's node number).
-func OnNUMANode(id int) NUMAChoice { return NUMAChoice{id: id, set: true} }
+// OnNUMANode requires NUMA node id.
+func OnNUMANode(id topology.NUMAID) NUMAChoice { return NUMAChoice{id: id, set: true} }
 
 // Node returns the required node, and false when the allocator may choose.
-func (c NUMAChoice) Node() (id int, required bool) { return c.id, c.set }
+func (c NUMAChoice) Node() (id topology.NUMAID, required bool) { return c.id, c.set }
 
 // Request asks for exclusive CPUs for one container.
 type Request struct {
@@ -62,7 +62,7 @@ type Request struct {
 type Assignment struct {
 	Key      Key
 	CPUs     cpuset.CPUSet
-	NUMANode int
+	NUMANode topology.NUMAID
 	// Mems is the single NUMA node the container's memory must come from ({NUMANode}).
 	Mems cpuset.CPUSet
 }
@@ -191,7 +191,7 @@ func (a *Allocator) Allocate(req Request) (Assignment, error) {
 // WouldFit answers whether Allocate would admit the request now, without changing anything: it
 // returns the NUMA node Allocate would use, or the error it would return. It does not check
 // whether the container already holds CPUs.
-func (a *Allocator) WouldFit(req Request) (numaNode int, err error) {
+func (a *Allocator) WouldFit(req Request) (numaNode topology.NUMAID, err error) {
 	ni, err := a.place(req)
 	if err != nil {
 		return -1, err

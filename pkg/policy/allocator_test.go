@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/finegrain-dev/finegrain/pkg/topology"
 )
 
 // step is one request in a table test and the CPUs it must get ("" when it must fail).
@@ -162,7 +164,7 @@ func TestL3LocalityBeforeFullestNode(t *testing.T) {
 		if name[0] == 'y' {
 			node = 1
 		}
-		if err := a.Restore(Assignment{Key: key(name), CPUs: mustParse(t, cpus), NUMANode: node}); err != nil {
+		if err := a.Restore(Assignment{Key: key(name), CPUs: mustParse(t, cpus), NUMANode: topology.NUMAID(node)}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -241,7 +243,7 @@ func TestFreeReportsAvailable(t *testing.T) {
 	}
 	rows := []row{}
 	for _, f := range got {
-		rows = append(rows, row{f.NUMANode, f.Capacity, f.Allocatable, f.FreeCPUs.String(), f.FreeWholeCores, f.Available, f.AvailableAligned})
+		rows = append(rows, row{int(f.NUMANode), f.Capacity, f.Allocatable, f.FreeCPUs.String(), f.FreeWholeCores, f.Available, f.AvailableAligned})
 	}
 	// 11 CPUs are free in all; 8 may still be taken without shrinking the shared pool below 3.
 	want := []row{

@@ -85,7 +85,7 @@ type assignmentV1 struct {
 func EncodeCheckpoint(cp Checkpoint) ([]byte, error) {
 	p := payloadV1{Host: cp.Host, Topology: cp.Topology, Reserved: cp.Reserved.String(), Assignments: []assignmentV1{}}
 	for _, a := range cp.Assignments {
-		p.Assignments = append(p.Assignments, assignmentV1{PodUID: a.Key.PodUID, Container: a.Key.Container, CPUs: a.CPUs.String(), NUMANode: a.NUMANode})
+		p.Assignments = append(p.Assignments, assignmentV1{PodUID: a.Key.PodUID, Container: a.Key.Container, CPUs: a.CPUs.String(), NUMANode: int(a.NUMANode)})
 	}
 	payload, sum, err := canonical(p)
 	if err != nil {
@@ -152,7 +152,7 @@ func DecodeCheckpoint(data []byte) (Checkpoint, error) {
 		if a.NUMANode < 0 || a.NUMANode > cpulist.MaxID {
 			return Checkpoint{}, fmt.Errorf("checkpoint assignment of %s has NUMA node %d, out of range 0-%d", key, a.NUMANode, cpulist.MaxID)
 		}
-		cp.Assignments = append(cp.Assignments, Assignment{Key: key, CPUs: cpus, NUMANode: a.NUMANode, Mems: cpuset.New(a.NUMANode)})
+		cp.Assignments = append(cp.Assignments, Assignment{Key: key, CPUs: cpus, NUMANode: topology.NUMAID(a.NUMANode), Mems: cpuset.New(a.NUMANode)})
 	}
 	return cp, nil
 }

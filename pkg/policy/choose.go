@@ -1,5 +1,9 @@
 package policy
 
+import (
+	"github.com/finegrain-dev/finegrain/pkg/topology"
+)
+
 // place validates a request and chooses the NUMA node (its position in topo.NUMANodes) that will
 // hold it, or returns the typed error Allocate reports. It changes nothing.
 func (a *Allocator) place(req Request) (int, error) {
@@ -30,7 +34,7 @@ func (a *Allocator) place(req Request) (int, error) {
 		}
 	}
 	if n > limit {
-		id := -1
+		id := topology.NoNUMA
 		if isRequired {
 			id = required
 		}
@@ -48,7 +52,7 @@ func (a *Allocator) place(req Request) (int, error) {
 		}
 	}
 	if best < 0 || !sharedOK {
-		id := -1
+		id := topology.NoNUMA
 		if isRequired {
 			id = required
 		}
@@ -216,8 +220,8 @@ func contains(list []int, v int) bool {
 }
 
 // cpuNodeIDs lists the IDs of the NUMA nodes that have CPUs.
-func (a *Allocator) cpuNodeIDs() []int {
-	ids := []int{}
+func (a *Allocator) cpuNodeIDs() []topology.NUMAID {
+	ids := []topology.NUMAID{}
 	for ni, ns := range a.nodes {
 		if ns.capacity > 0 {
 			ids = append(ids, a.topo.NUMANodes[ni].ID)

@@ -5,6 +5,8 @@ import (
 	"strings"
 
 	"k8s.io/utils/cpuset"
+
+	"github.com/finegrain-dev/finegrain/pkg/topology"
 )
 
 // InvalidCountError reports a request for zero or a negative number of CPUs.
@@ -25,7 +27,7 @@ type TooLargeError struct {
 	Key       Key
 	Requested int
 	// NUMANode is the required node, or -1 when the allocator could choose.
-	NUMANode int
+	NUMANode topology.NUMAID
 	// Limit is the most CPUs any request of this kind could ever get there.
 	Limit int
 	// NodeCPUs is the number of online CPUs of the whole machine.
@@ -44,9 +46,9 @@ func (e *TooLargeError) Error() string {
 // UnknownNUMANodeError reports a request for a NUMA node this machine does not have.
 type UnknownNUMANodeError struct {
 	Key      Key
-	NUMANode int
+	NUMANode topology.NUMAID
 	// Known are the machine's NUMA node IDs that have CPUs.
-	Known []int
+	Known []topology.NUMAID
 }
 
 func (e *UnknownNUMANodeError) Error() string {
@@ -58,7 +60,7 @@ func (e *UnknownNUMANodeError) Error() string {
 // HBM memory).
 type MemoryOnlyNUMANodeError struct {
 	Key      Key
-	NUMANode int
+	NUMANode topology.NUMAID
 }
 
 func (e *MemoryOnlyNUMANodeError) Error() string {
@@ -82,7 +84,7 @@ func (e *SMTAlignmentError) Error() string {
 // NUMAFree is the capacity and free CPUs of one NUMA node: a zone of the published free-core
 // map, and the detail of a NoFitError.
 type NUMAFree struct {
-	NUMANode int
+	NUMANode topology.NUMAID
 	// Capacity counts the node's online CPUs; Allocatable those that are not reserved.
 	Capacity, Allocatable int
 	// FreeCPUs are the node's CPUs in the shared pool (neither reserved nor exclusively held).
@@ -101,7 +103,7 @@ type NoFitError struct {
 	Key       Key
 	Requested int
 	// NUMANode is the required node, or -1 when any node would have done.
-	NUMANode int
+	NUMANode topology.NUMAID
 	// WholeCores is true when the request needed whole physical cores.
 	WholeCores bool
 	// Free lists every NUMA node with CPUs, in node order.

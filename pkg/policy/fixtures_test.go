@@ -68,7 +68,7 @@ func TestFixtureXeonE5IsThePaperNode(t *testing.T) {
 func TestFixtureHBMNodesHaveNoCPUs(t *testing.T) {
 	a := newAllocator(t, fixture(t, "xeon-max-9480-2s-hbm-flat"), "", 1)
 	for _, node := range []int{2, 3} {
-		_, err := a.Allocate(Request{Key: key("hbm"), CPUs: 4, NUMANode: OnNUMANode(node)})
+		_, err := a.Allocate(Request{Key: key("hbm"), CPUs: 4, NUMANode: OnNUMANode(topology.NUMAID(node))})
 		if !is[*MemoryOnlyNUMANodeError](err) {
 			t.Errorf("request on HBM node %d: error %v, want MemoryOnlyNUMANodeError", node, err)
 		}

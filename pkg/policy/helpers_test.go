@@ -76,7 +76,7 @@ func memoryOnlyAndDegraded(t testing.TB) *topology.Topology {
 		Offline: cpuset.New(7),
 	}
 	for cpu := 0; cpu < 7; cpu++ {
-		spec.CPUs = append(spec.CPUs, topology.CPUSpec{ID: cpu, CoreID: cpu % 4, NUMANode: 0, L3: 0})
+		spec.CPUs = append(spec.CPUs, topology.CPUSpec{ID: cpu, KernelCoreID: cpu % 4, NUMANode: 0, L3: 0})
 	}
 	topo, err := topology.New(spec)
 	if err != nil {

@@ -40,7 +40,7 @@ func TestRandomStreamsKeepInvariants(t *testing.T) {
 				} else {
 					r := Request{Key: key(fmt.Sprint(i)), CPUs: 1 + rng.IntN(largest), AllowSplitCores: rng.IntN(2) == 0}
 					if rng.IntN(4) == 0 {
-						r.NUMANode = OnNUMANode(rng.IntN(len(topo.NUMANodes)))
+						r.NUMANode = OnNUMANode(topology.NUMAID(rng.IntN(len(topo.NUMANodes))))
 					}
 					if checkRequest(t, a, r) {
 						live = append(live, r.Key)

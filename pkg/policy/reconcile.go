@@ -210,11 +210,11 @@ func restoreEntry(a *Allocator, asg Assignment, observed map[Key]Observed, handl
 // adopt keeps what a container's cgroup carries when it is a valid pin of the requested size.
 func adopt(a *Allocator, obs Observed, report func(Repair)) {
 	key := obs.Key
-	node := -1
+	node := topology.NoNUMA
 	if !obs.CPUs.IsEmpty() {
 		node = a.topo.NUMANodeOfCPU(obs.CPUs.List()[0])
 	}
-	valid := node >= 0 && obs.CPUs.Size() == obs.RequestedCPUs && obs.Mems.Equals(cpuset.New(node))
+	valid := node != topology.NoNUMA && obs.CPUs.Size() == obs.RequestedCPUs && obs.Mems.Equals(cpuset.New(int(node)))
 	if !valid {
 		report(Repair{Reason: ReasonNotPinned, Action: ActionAllocate, Key: key, CPUs: obs.CPUs,
 			Detail: fmt.Sprintf("no usable entry; the cgroup carries cpus %q mems %q, not %d CPUs of one NUMA node", obs.CPUs, obs.Mems, obs.RequestedCPUs)})

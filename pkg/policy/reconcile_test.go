@@ -21,7 +21,7 @@ func twoNodesCPU9Offline(t testing.TB) *topology.Topology {
 	}
 	for cpu := 0; cpu < 16; cpu++ {
 		if cpu != 9 {
-			spec.CPUs = append(spec.CPUs, topology.CPUSpec{ID: cpu, CoreID: cpu, NUMANode: cpu / 8, L3: cpu / 8})
+			spec.CPUs = append(spec.CPUs, topology.CPUSpec{ID: cpu, KernelCoreID: cpu, NUMANode: topology.NUMAID(cpu / 8), L3: cpu / 8})
 		}
 	}
 	topo, err := topology.New(spec)
@@ -48,7 +48,7 @@ func TestReconcile(t *testing.T) {
 		return &c
 	}
 	entry := func(name, cpus string, node int) Assignment {
-		return Assignment{Key: key(name), CPUs: mustParse(t, cpus), NUMANode: node}
+		return Assignment{Key: key(name), CPUs: mustParse(t, cpus), NUMANode: topology.NUMAID(node)}
 	}
 	foreign := cp
 	foreign.Topology = "tfp1-0000000000000000"

@@ -4,6 +4,8 @@ import (
 	"slices"
 
 	"k8s.io/utils/cpuset"
+
+	"github.com/finegrain-dev/finegrain/pkg/topology"
 )
 
 // Owners of a CPU in Allocator.owner; non-negative values are slot indices.
@@ -68,11 +70,12 @@ func (a *Allocator) index() {
 	maxClusters := 0
 	for ni, n := range t.NUMANodes {
 		ns := &a.nodes[ni]
-		ns.mems = cpuset.New(n.ID)
+		ns.mems = cpuset.New(int(n.ID))
 		ns.cpus = n.CPUs.List()
-		byL3 := map[int]int{}
-		for _, ci := range n.Cores {
-			core := t.Cores[ci]
+		byL3 := map[topology.L3ID]int{}
+		for _, id := range n.Cores {
+			// The allocator's per-core tables are parallel to t.Cores: a core's ID is its position.
+			core, ci := t.Cores[id], int(id)
 			cl, ok := byL3[core.L3Group]
 			if !ok {
 				cl = len(a.clusters)

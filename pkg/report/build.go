@@ -82,7 +82,7 @@ func Build(node NodeRef, topo *topology.Topology, snap Snapshot, opts Options) (
 	if len(snap.Free) == 0 {
 		return nil, fmt.Errorf("build NodeResourceTopology %s: %w", node.Name, ErrNoState)
 	}
-	zoneOf := make(map[int]int, len(snap.Free))
+	zoneOf := make(map[topology.NUMAID]int, len(snap.Free))
 	for i, f := range snap.Free {
 		if _, ok := topo.NUMANode(f.NUMANode); !ok {
 			return nil, fmt.Errorf("build NodeResourceTopology %s: free list names NUMA node %d, which the topology lacks", node.Name, f.NUMANode)
@@ -131,7 +131,7 @@ func Build(node NodeRef, topo *topology.Topology, snap Snapshot, opts Options) (
 func zone(topo *topology.Topology, f policy.NUMAFree, pins []nrt.Pin, opts Options) nrt.Zone {
 	available := opts.Available(f)
 	z := nrt.Zone{
-		Name: nrt.ZoneName(f.NUMANode),
+		Name: nrt.ZoneName(int(f.NUMANode)),
 		Type: nrt.ZoneTypeNode,
 		Attributes: []nrt.Attribute{
 			{Name: nrt.AttrFreeCPUs, Value: f.FreeCPUs.String()},
@@ -151,7 +151,7 @@ func zone(topo *topology.Topology, f policy.NUMAFree, pins []nrt.Pin, opts Optio
 	}
 	for _, to := range topo.NUMANodes {
 		if d := topo.Distance(f.NUMANode, to.ID); d > 0 {
-			z.Costs = append(z.Costs, nrt.Cost{Name: nrt.ZoneName(to.ID), Value: int64(d)})
+			z.Costs = append(z.Costs, nrt.Cost{Name: nrt.ZoneName(int(to.ID)), Value: int64(d)})
 		}
 	}
 	return z

@@ -4,6 +4,7 @@ import (
 	"k8s.io/utils/cpuset"
 
 	"github.com/finegrain-dev/finegrain/pkg/policy"
+	"github.com/finegrain-dev/finegrain/pkg/topology"
 )
 
 // Snapshot is the node agent's state at one moment, as reports need it. It is a value: the agent
@@ -36,7 +37,7 @@ type Pin struct {
 	PodUID, Namespace, Pod, Container string
 	// CPUs and Mems are the container's cpuset.cpus and cpuset.mems; NUMANode the node they lie in.
 	CPUs, Mems cpuset.CPUSet
-	NUMANode   int
+	NUMANode   topology.NUMAID
 }
 
 // Named reports whether the pin's pod is known by namespace and name.

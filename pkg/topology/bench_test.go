@@ -40,13 +40,13 @@ func BenchmarkQueries(b *testing.B) {
 		name string
 		run  func(i int)
 	}{
-		{"CPU", func(i int) { c, _ := topo.CPU(i % n); sink += c.Core }},
+		{"CPU", func(i int) { c, _ := topo.CPU(i % n); sink += int(c.Core) }},
 		{"Siblings", func(i int) { sink += topo.Siblings(i % n).Size() }},
-		{"CPUsOfNUMANode", func(i int) { sink += topo.CPUsOfNUMANode(i % 8).Size() }},
-		{"NUMANodeOfCPU", func(i int) { sink += topo.NUMANodeOfCPU(i % n) }},
-		{"CoresOfNUMANode", func(i int) { sink += len(topo.CoresOfNUMANode(i % 8)) }},
-		{"CoresOfL3Group", func(i int) { sink += len(topo.CoresOfL3Group(i % 16)) }},
-		{"Distance", func(i int) { sink += topo.Distance(i%8, (i/8)%8) }},
+		{"CPUsOfNUMANode", func(i int) { sink += topo.CPUsOfNUMANode(NUMAID(i % 8)).Size() }},
+		{"NUMANodeOfCPU", func(i int) { sink += int(topo.NUMANodeOfCPU(i % n)) }},
+		{"CoresOfNUMANode", func(i int) { sink += len(topo.CoresOfNUMANode(NUMAID(i % 8))) }},
+		{"CoresOfL3Group", func(i int) { sink += len(topo.CoresOfL3Group(L3ID(i % 16))) }},
+		{"Distance", func(i int) { sink += topo.Distance(NUMAID(i%8), NUMAID((i/8)%8)) }},
 	}
 	for _, q := range queries {
 		b.Run(q.name, func(b *testing.B) {

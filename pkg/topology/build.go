@@ -27,19 +27,20 @@ type Spec struct {
 // CPUSpec places one online CPU.
 type CPUSpec struct {
 	ID     int
-	Socket int
+	Socket SocketID
 	// Die is the die within the socket (die_id); 0 where the kernel has no dies.
 	Die int
-	// CoreID is the kernel core_id; threads with equal (Socket, Die, CoreID) share a core.
-	CoreID   int
-	NUMANode int
+	// KernelCoreID is the kernel core_id; threads with equal (Socket, Die, KernelCoreID) share a
+	// core.
+	KernelCoreID int
+	NUMANode     NUMAID
 	// L3 is a key shared by the CPUs of one L3 cache, or -1 when the CPU reports none.
 	L3 int
 }
 
 // NUMANodeSpec describes one NUMA node.
 type NUMANodeSpec struct {
-	ID          int
+	ID          NUMAID
 	MemoryBytes uint64
 	Distances   []int
 }
@@ -88,7 +89,7 @@ func (t *Topology) indexNUMANodes(nodes []NUMANodeSpec) error {
 	if nodes[0].ID < 0 {
 		return fmt.Errorf("NUMA node ID %d is negative", nodes[0].ID)
 	}
-	t.numaIndex = filled(maxID+1, -1)
+	t.numaIndex = filled(int(maxID)+1, -1)
 	for i, n := range nodes {
 		if t.numaIndex[n.ID] >= 0 {
 			return fmt.Errorf("NUMA node %d is listed twice", n.ID)
@@ -112,7 +113,7 @@ func (t *Topology) indexCPUs(cpus []CPUSpec) error {
 		return fmt.Errorf("CPU ID %d is negative", cpus[0].ID)
 	}
 	t.cpus = make([]CPU, maxCPU+1)
-	maxSocket := 0
+	maxSocket := SocketID(0)
 	online := make([]int, 0, len(cpus))
 	for i, c := range cpus {
 		if i > 0 && cpus[i-1].ID == c.ID {
@@ -121,39 +122,42 @@ func (t *Topology) indexCPUs(cpus []CPUSpec) error {
 		if c.Socket < 0 {
 			return fmt.Errorf("CPU %d has negative socket %d", c.ID, c.Socket)
 		}
-		if c.NUMANode < 0 || c.NUMANode >= len(t.numaIndex) || t.numaIndex[c.NUMANode] < 0 {
+		if t.NUMANodeIndex(c.NUMANode) < 0 {
 			return fmt.Errorf("CPU %d is on NUMA node %d, which is not in the node list", c.ID, c.NUMANode)
 		}
 		maxSocket = max(maxSocket, c.Socket)
-		t.cpus[c.ID] = CPU{ID: c.ID, Online: true, Socket: c.Socket, NUMANode: c.NUMANode, Core: -1, L3Group: -1}
+		t.cpus[c.ID] = CPU{ID: c.ID, Online: true, Socket: c.Socket, NUMANode: c.NUMANode, Core: -1, L3Group: NoL3}
 		online = append(online, c.ID)
 	}
 	t.OnlineCPUs = cpuset.New(online...)
-	t.socketIndex = filled(maxSocket+1, -1)
+	t.socketIndex = filled(int(maxSocket)+1, -1)
 	return nil
 }
 
-type coreKey struct{ socket, die, coreID int }
+type coreKey struct {
+	socket      SocketID
+	die, coreID int
+}
 
 // buildCores groups threads into cores, numbering cores by their lowest CPU.
 func (t *Topology) buildCores(cpus []CPUSpec) error {
-	byKey := map[coreKey]int{}
+	byKey := map[coreKey]CoreID{}
 	threads := [][]int{}
 	for _, c := range cpus { // ascending CPU order, so cores come out ordered by lowest CPU
-		k := coreKey{c.Socket, c.Die, c.CoreID}
-		idx, ok := byKey[k]
+		k := coreKey{c.Socket, c.Die, c.KernelCoreID}
+		id, ok := byKey[k]
 		if !ok {
-			idx = len(threads)
-			byKey[k] = idx
+			id = CoreID(len(threads))
+			byKey[k] = id
 			threads = append(threads, nil)
-			t.Cores = append(t.Cores, Core{ID: idx, CoreID: c.CoreID, Die: c.Die, Socket: c.Socket, NUMANode: c.NUMANode, L3Group: -1})
+			t.Cores = append(t.Cores, Core{ID: id, KernelCoreID: c.KernelCoreID, Die: c.Die, Socket: c.Socket, NUMANode: c.NUMANode, L3Group: NoL3})
 		}
-		if t.Cores[idx].NUMANode != c.NUMANode {
+		if t.Cores[id].NUMANode != c.NUMANode {
 			return fmt.Errorf("CPU %d (socket %d core %d) is on NUMA node %d but its sibling CPU %d is on node %d",
-				c.ID, c.Socket, c.CoreID, c.NUMANode, threads[idx][0], t.Cores[idx].NUMANode)
+				c.ID, c.Socket, c.KernelCoreID, c.NUMANode, threads[id][0], t.Cores[id].NUMANode)
 		}
-		threads[idx] = append(threads[idx], c.ID)
-		t.cpus[c.ID].Core = idx
+		threads[id] = append(threads[id], c.ID)
+		t.cpus[c.ID].Core = id
 	}
 	for i := range t.Cores {
 		t.Cores[i].CPUs = cpuset.New(threads[i]...)
@@ -163,15 +167,15 @@ func (t *Topology) buildCores(cpus []CPUSpec) error {
 }
 
 func (t *Topology) buildSockets(cpus []CPUSpec) {
-	ids := []int{}
-	members := map[int][]int{}
+	ids := []SocketID{}
+	members := map[SocketID][]int{}
 	for _, c := range cpus {
 		if _, ok := members[c.Socket]; !ok {
 			ids = append(ids, c.Socket)
 		}
 		members[c.Socket] = append(members[c.Socket], c.ID)
 	}
-	sort.Ints(ids)
+	slices.Sort(ids)
 	for i, id := range ids {
 		t.socketIndex[id] = i
 		s := Socket{ID: id, CPUs: cpuset.New(members[id]...)}
@@ -183,14 +187,14 @@ func (t *Topology) buildSockets(cpus []CPUSpec) {
 				}
 			}
 		}
-		sort.Ints(s.NUMANodes)
+		slices.Sort(s.NUMANodes)
 		t.Sockets = append(t.Sockets, s)
 	}
 }
 
 func (t *Topology) buildNUMANodes(nodes []NUMANodeSpec) {
 	for _, n := range nodes {
-		node := NUMANode{ID: n.ID, MemoryBytes: n.MemoryBytes, Distances: slices.Clone(n.Distances)}
+		node := NUMANode{ID: n.ID, MemoryBytes: n.MemoryBytes, distances: slices.Clone(n.Distances)}
 		members := []int{}
 		for _, core := range t.Cores {
 			if core.NUMANode == n.ID {
@@ -205,24 +209,24 @@ func (t *Topology) buildNUMANodes(nodes []NUMANodeSpec) {
 
 // buildL3Groups groups CPUs by L3 key, numbering groups by their lowest CPU.
 func (t *Topology) buildL3Groups(cpus []CPUSpec, sizes map[int]uint64) {
-	byKey := map[int]int{}
+	byKey := map[int]L3ID{}
 	members := [][]int{}
 	for _, c := range cpus {
 		if c.L3 < 0 {
 			continue
 		}
-		idx, ok := byKey[c.L3]
+		id, ok := byKey[c.L3]
 		if !ok {
-			idx = len(members)
-			byKey[c.L3] = idx
+			id = L3ID(len(members))
+			byKey[c.L3] = id
 			members = append(members, nil)
-			t.L3Groups = append(t.L3Groups, L3Group{ID: idx, NUMANode: c.NUMANode, SizeBytes: sizes[c.L3]})
+			t.L3Groups = append(t.L3Groups, L3Group{ID: id, NUMANode: c.NUMANode, SizeBytes: sizes[c.L3]})
 		}
-		if t.L3Groups[idx].NUMANode != c.NUMANode {
-			t.L3Groups[idx].NUMANode = -1
+		if t.L3Groups[id].NUMANode != c.NUMANode {
+			t.L3Groups[id].NUMANode = NoNUMA
 		}
-		members[idx] = append(members[idx], c.ID)
-		t.cpus[c.ID].L3Group = idx
+		members[id] = append(members[id], c.ID)
+		t.cpus[c.ID].L3Group = id
 	}
 	for i := range t.L3Groups {
 		t.L3Groups[i].CPUs = cpuset.New(members[i]...)
@@ -236,12 +240,12 @@ func (t *Topology) buildL3Groups(cpus []CPUSpec, sizes map[int]uint64) {
 			g.Cores = append(g.Cores, core.ID)
 		}
 	}
-	for gi, g := range t.L3Groups {
-		if g.NUMANode < 0 {
+	for _, g := range t.L3Groups {
+		if g.NUMANode == NoNUMA {
 			continue
 		}
-		n := &t.NUMANodes[t.numaIndex[g.NUMANode]]
-		n.L3Groups = append(n.L3Groups, gi)
+		n := &t.NUMANodes[t.NUMANodeIndex(g.NUMANode)]
+		n.L3Groups = append(n.L3Groups, g.ID)
 	}
 }
 

@@ -67,7 +67,7 @@ func discover(s *sysfs) (*Topology, error) {
 		L3SizeBytes: cpus.l3Sizes(),
 	}
 	for i, r := range records {
-		spec.CPUs[i] = CPUSpec{ID: r.id, Socket: r.socket, Die: r.die, CoreID: r.coreID, NUMANode: nodeOf[r.id], L3: cpus.l3Key(r.id)}
+		spec.CPUs[i] = CPUSpec{ID: r.id, Socket: SocketID(r.socket), Die: r.die, KernelCoreID: r.coreID, NUMANode: nodeOf[r.id], L3: cpus.l3Key(r.id)}
 	}
 	t, err := New(spec)
 	if err != nil {
@@ -120,8 +120,11 @@ func subset(a cpuset.CPUSet, aPath string, b cpuset.CPUSet, bPath string) error 
 }
 
 // readNUMA returns the online NUMA nodes and, indexed by CPU, the node of every online CPU.
-func readNUMA(s *sysfs, online cpuset.CPUSet) ([]NUMANodeSpec, []int, error) {
-	nodeOf := filled(online.List()[online.Size()-1]+1, -1)
+func readNUMA(s *sysfs, online cpuset.CPUSet) ([]NUMANodeSpec, []NUMAID, error) {
+	nodeOf := make([]NUMAID, online.List()[online.Size()-1]+1)
+	for i := range nodeOf {
+		nodeOf[i] = NoNUMA
+	}
 	dir := s.root + "/devices/system/node"
 	ok, err := exists(dir)
 	if err != nil {
@@ -173,12 +176,12 @@ func readNUMA(s *sysfs, online cpuset.CPUSet) ([]NUMANodeSpec, []int, error) {
 			if prev := nodeOf[cpu]; prev >= 0 {
 				return nil, nil, fmt.Errorf("%w: CPU %d is in both %s/node%d/cpulist and %scpulist", ErrInconsistent, cpu, dir, prev, nd)
 			}
-			nodeOf[cpu] = id
+			nodeOf[cpu] = NUMAID(id)
 		}
 		if !cpus.IsEmpty() {
 			withCPUs = append(withCPUs, id)
 		}
-		nodes[i].ID = id
+		nodes[i].ID = NUMAID(id)
 		if nodes[i].MemoryBytes, err = readMemTotal(s, nd+"meminfo", id); err != nil {
 			return nil, nil, err
 		}

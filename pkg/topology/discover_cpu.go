@@ -227,11 +227,11 @@ func (r *cpuReader) l3Sizes() map[int]uint64 {
 func checkSiblings(s *sysfs, records []cpuRecord) error {
 	members := map[coreKey][]int{}
 	for _, r := range records { // ascending CPU order, so member lists come out sorted
-		k := coreKey{r.socket, r.die, r.coreID}
+		k := coreKey{SocketID(r.socket), r.die, r.coreID}
 		members[k] = append(members[k], r.id)
 	}
 	for _, r := range records {
-		k := coreKey{r.socket, r.die, r.coreID}
+		k := coreKey{SocketID(r.socket), r.die, r.coreID}
 		if want := members[k]; !slices.Equal(r.siblings, want) {
 			return fmt.Errorf("%w: %s/topology/thread_siblings_list puts CPUs %q on CPU %d's core, but physical_package_id, die_id and core_id (%d, %d, %d) put CPUs %q there",
 				ErrInconsistent, cpuDir(s, r.id), cpuset.New(r.siblings...).String(), r.id, k.socket, k.die, k.coreID, cpuset.New(want...).String())

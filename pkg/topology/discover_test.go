@@ -156,11 +156,7 @@ func checkFixture(t *testing.T, topo *Topology, w fixtureWant) {
 	eq("socket CPUs", sockets, w.sockets)
 	var nodes []nodeWant
 	for _, n := range topo.NUMANodes {
-		l3 := []int{}
-		for _, g := range n.L3Groups {
-			l3 = append(l3, topo.L3Groups[g].ID)
-		}
-		nodes = append(nodes, nodeWant{n.ID, n.CPUs.String(), n.MemoryBytes, n.Distances, l3})
+		nodes = append(nodes, nodeWant{int(n.ID), n.CPUs.String(), n.MemoryBytes, n.distances, ints(n.L3Groups)})
 	}
 	eq("NUMA nodes", nodes, w.nodes)
 	eq("cores", len(topo.Cores), w.cores)
@@ -175,18 +171,18 @@ func checkFixture(t *testing.T, topo *Topology, w fixtureWant) {
 	}
 	for cpu, want := range w.coreIDs {
 		c, _ := topo.CPU(cpu)
-		eq(fmt.Sprintf("core_id of CPU %d", cpu), topo.Cores[c.Core].CoreID, want)
+		eq(fmt.Sprintf("core_id of CPU %d", cpu), topo.Cores[c.Core].KernelCoreID, want)
 	}
 	for s, want := range w.socketNodes {
-		got, _ := topo.Socket(s)
-		eq(fmt.Sprintf("NUMA nodes of socket %d", s), got.NUMANodes, want)
+		got, _ := topo.Socket(SocketID(s))
+		eq(fmt.Sprintf("NUMA nodes of socket %d", s), ints(got.NUMANodes), want)
 	}
 	for cpu, want := range w.numaNodeOfCPU {
-		eq(fmt.Sprintf("NUMA node of CPU %d", cpu), topo.NUMANodeOfCPU(cpu), want)
+		eq(fmt.Sprintf("NUMA node of CPU %d", cpu), int(topo.NUMANodeOfCPU(cpu)), want)
 	}
 	for cpu, want := range w.l3GroupOfCPU {
 		c, _ := topo.CPU(cpu)
-		eq(fmt.Sprintf("L3 group of CPU %d", cpu), c.L3Group, want)
+		eq(fmt.Sprintf("L3 group of CPU %d", cpu), int(c.L3Group), want)
 	}
 	// Every core's threads are on one socket, node and L3 group, and cores are numbered by their
 	// lowest CPU (lscpu's CORE column).
@@ -196,7 +192,7 @@ func checkFixture(t *testing.T, topo *Topology, w fixtureWant) {
 		}
 		for _, cpu := range c.CPUs.List() {
 			p, ok := topo.CPU(cpu)
-			if !ok || p.Core != i || p.Socket != c.Socket || p.NUMANode != c.NUMANode || p.L3Group != c.L3Group {
+			if !ok || p.Core != c.ID || int(c.ID) != i || p.Socket != c.Socket || p.NUMANode != c.NUMANode || p.L3Group != c.L3Group {
 				t.Errorf("CPU %d = %+v disagrees with its core %+v", cpu, p, c)
 			}
 		}

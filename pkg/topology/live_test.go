@@ -33,7 +33,7 @@ func liveTopology(t *testing.T) *Topology {
 
 // memoryBetween checks a node's memory as another tool saw it against two Discover runs around
 // that tool's: virtual machines grow and shrink their memory while the tests run.
-func memoryBetween(t *testing.T, tool string, node int, got uint64, before, after *Topology) {
+func memoryBetween(t *testing.T, tool string, node NUMAID, got uint64, before, after *Topology) {
 	t.Helper()
 	n1, ok1 := before.NUMANode(node)
 	n2, ok2 := after.NUMANode(node)
@@ -103,17 +103,17 @@ func TestDiscoverLiveMatchesLscpu(t *testing.T) {
 			t.Errorf("lscpu lists CPU %d, which Discover does not see online", cpu)
 			continue
 		}
-		if got, want := f[1], strconv.Itoa(topo.Cores[c.Core].ID); got != want {
+		if got, want := f[1], strconv.Itoa(int(topo.Cores[c.Core].ID)); got != want {
 			t.Errorf("CPU %d: lscpu core %s, Discover core %s", cpu, got, want)
 		}
-		if got, want := f[3], strconv.Itoa(c.NUMANode); got != want && !(got == "" && len(topo.NUMANodes) == 1) {
+		if got, want := f[3], strconv.Itoa(int(c.NUMANode)); got != want && !(got == "" && len(topo.NUMANodes) == 1) {
 			t.Errorf("CPU %d: lscpu node %q, Discover node %s", cpu, got, want)
 		}
 		theirSocket[cpu], _ = strconv.Atoi(f[2])
-		ourSocket[cpu] = c.Socket
+		ourSocket[cpu] = int(c.Socket)
 		if l3 >= 0 && l3 < len(f) && f[l3] != "" {
 			theirL3[cpu], _ = strconv.Atoi(f[l3])
-			ourL3[cpu] = c.L3Group
+			ourL3[cpu] = int(c.L3Group)
 		} else if c.L3Group >= 0 {
 			t.Errorf("CPU %d: lscpu shows no L3, Discover L3 group %d", cpu, c.L3Group)
 		}
@@ -218,7 +218,7 @@ func TestDiscoverLiveMatchesLstopo(t *testing.T) {
 		t.Errorf("lstopo shows %d NUMA nodes, Discover %d", len(nodes), len(before.NUMANodes))
 	}
 	for _, n := range before.NUMANodes {
-		h, ok := nodes[n.ID]
+		h, ok := nodes[int(n.ID)]
 		if !ok {
 			t.Errorf("lstopo has no NUMA node %d", n.ID)
 			continue
@@ -244,7 +244,7 @@ func TestDiscoverLiveMatchesGhw(t *testing.T) {
 		t.Fatalf("ghw sees %d NUMA nodes, Discover %d", len(info.Nodes), len(before.NUMANodes))
 	}
 	for _, gn := range info.Nodes {
-		n, ok := before.NUMANode(gn.ID)
+		n, ok := before.NUMANode(NUMAID(gn.ID))
 		if !ok {
 			t.Errorf("ghw has NUMA node %d, Discover does not", gn.ID)
 			continue
@@ -256,7 +256,7 @@ func TestDiscoverLiveMatchesGhw(t *testing.T) {
 		if got := cpuset.New(cpus...); !got.Equals(n.CPUs) {
 			t.Errorf("node %d: ghw CPUs %s, Discover %s", gn.ID, got, n.CPUs)
 		}
-		if diff := cmp.Diff(n.Distances, gn.Distances); diff != "" {
+		if diff := cmp.Diff(n.distances, gn.Distances); diff != "" {
 			t.Errorf("node %d distances (-Discover +ghw):\n%s", gn.ID, diff)
 		}
 		// ghw groups a node's threads by core_id alone, which matches Discover's cores as long as
@@ -264,7 +264,7 @@ func TestDiscoverLiveMatchesGhw(t *testing.T) {
 		if got, want := len(gn.Cores), len(n.Cores); got != want {
 			t.Errorf("node %d: ghw counts %d cores, Discover %d", gn.ID, got, want)
 		}
-		memoryBetween(t, "ghw", gn.ID, uint64(gn.Memory.TotalUsableBytes), before, after)
+		memoryBetween(t, "ghw", n.ID, uint64(gn.Memory.TotalUsableBytes), before, after)
 	}
 }
 

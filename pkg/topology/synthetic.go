@@ -39,17 +39,17 @@ func Synthetic(s Shape) (*Topology, error) {
 				d[m] = 21
 			}
 		}
-		spec.NUMANodes = append(spec.NUMANodes, NUMANodeSpec{ID: n, MemoryBytes: s.MemoryPerNUMA, Distances: d})
+		spec.NUMANodes = append(spec.NUMANodes, NUMANodeSpec{ID: NUMAID(n), MemoryBytes: s.MemoryPerNUMA, Distances: d})
 	}
 	for th := 0; th < s.ThreadsPerCore; th++ {
 		for c := 0; c < cores; c++ {
 			node := c / coresPerNode
 			spec.CPUs = append(spec.CPUs, CPUSpec{
-				ID:       th*cores + c,
-				Socket:   node / s.NUMAPerSocket,
-				CoreID:   c % (coresPerNode * s.NUMAPerSocket),
-				NUMANode: node,
-				L3:       c / s.CoresPerL3,
+				ID:           th*cores + c,
+				Socket:       SocketID(node / s.NUMAPerSocket),
+				KernelCoreID: c % (coresPerNode * s.NUMAPerSocket),
+				NUMANode:     NUMAID(node),
+				L3:           c / s.CoresPerL3,
 			})
 		}
 	}

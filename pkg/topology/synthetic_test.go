@@ -34,7 +34,7 @@ func TestSyntheticDualSocketSMT(t *testing.T) {
 	if got := topo.NUMANodes[2].L3Groups; len(got) != 2 || got[0] != 4 {
 		t.Errorf("node 2 L3 groups = %v, want [4 5]", got)
 	}
-	if got, want := topo.Sockets[1].NUMANodes, []int{2, 3}; len(got) != 2 || got[0] != want[0] || got[1] != want[1] {
+	if got, want := topo.Sockets[1].NUMANodes, []NUMAID{2, 3}; len(got) != 2 || got[0] != want[0] || got[1] != want[1] {
 		t.Errorf("socket 1 NUMA nodes = %v, want %v", got, want)
 	}
 }

@@ -44,15 +44,15 @@ func WriteTable(w io.Writer, t *Topology) error {
 }
 
 // writeNodeCores prints the cores of one socket inside one NUMA node, grouped by L3 group.
-func writeNodeCores(p func(int, string, ...any), t *Topology, socket int, n NUMANode, showDie bool) {
-	lastGroup := -2
-	for _, ci := range n.Cores {
-		c := t.Cores[ci]
+func writeNodeCores(p func(int, string, ...any), t *Topology, socket SocketID, n NUMANode, showDie bool) {
+	lastGroup := L3ID(-2)
+	for _, id := range n.Cores {
+		c := t.Cores[id]
 		if c.Socket != socket {
 			continue
 		}
 		indent := 2
-		if c.L3Group >= 0 {
+		if c.L3Group != NoL3 {
 			indent = 3
 			if c.L3Group != lastGroup {
 				g := t.L3Groups[c.L3Group]
@@ -64,14 +64,14 @@ func writeNodeCores(p func(int, string, ...any), t *Topology, socket int, n NUMA
 		if showDie {
 			die = fmt.Sprintf(", die %d", c.Die)
 		}
-		p(indent, "core %d (core_id %d%s): CPUs %s", c.ID, c.CoreID, die, c.CPUs)
+		p(indent, "core %d (core_id %d%s): CPUs %s", c.ID, c.KernelCoreID, die, c.CPUs)
 	}
 }
 
 // distanceRow renders a node's distances as "node0=10 node1=21".
 func (t *Topology) distanceRow(n NUMANode) string {
 	var b strings.Builder
-	for i, d := range n.Distances {
+	for i, d := range n.distances {
 		if i > 0 {
 			b.WriteByte(' ')
 		}

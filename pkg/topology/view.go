@@ -75,29 +75,27 @@ func (t *Topology) View() View {
 		L3Groups:       make([]L3GroupView, len(t.L3Groups)),
 	}
 	for i, s := range t.Sockets {
-		v.Sockets[i] = SocketView{ID: s.ID, CPUs: s.CPUs.String(), NUMANodes: nonNil(s.NUMANodes)}
+		v.Sockets[i] = SocketView{ID: int(s.ID), CPUs: s.CPUs.String(), NUMANodes: ints(s.NUMANodes)}
 	}
 	for i, n := range t.NUMANodes {
-		groups := make([]int, len(n.L3Groups))
-		for j, g := range n.L3Groups {
-			groups[j] = t.L3Groups[g].ID
-		}
-		v.NUMANodes[i] = NUMANodeView{ID: n.ID, CPUs: n.CPUs.String(), MemoryBytes: n.MemoryBytes, Distances: nonNil(n.Distances), L3Groups: groups}
+		v.NUMANodes[i] = NUMANodeView{ID: int(n.ID), CPUs: n.CPUs.String(), MemoryBytes: n.MemoryBytes, Distances: ints(n.distances), L3Groups: ints(n.L3Groups)}
 	}
 	for i, c := range t.Cores {
-		v.Cores[i] = CoreView{ID: c.ID, Socket: c.Socket, NUMANode: c.NUMANode, CPUs: c.CPUs.String(), CoreID: c.CoreID, Die: c.Die, L3Group: c.L3Group}
+		v.Cores[i] = CoreView{ID: int(c.ID), Socket: int(c.Socket), NUMANode: int(c.NUMANode), CPUs: c.CPUs.String(), CoreID: c.KernelCoreID, Die: c.Die, L3Group: int(c.L3Group)}
 	}
 	for i, g := range t.L3Groups {
-		v.L3Groups[i] = L3GroupView{ID: g.ID, CPUs: g.CPUs.String(), NUMANode: g.NUMANode, SizeBytes: g.SizeBytes}
+		v.L3Groups[i] = L3GroupView{ID: int(g.ID), CPUs: g.CPUs.String(), NUMANode: int(g.NUMANode), SizeBytes: g.SizeBytes}
 	}
 	return v
 }
 
-func nonNil(s []int) []int {
-	if s == nil {
-		return []int{}
+// ints copies IDs into the plain numbers of the JSON form (never nil).
+func ints[T ~int](ids []T) []int {
+	out := make([]int, len(ids))
+	for i, id := range ids {
+		out[i] = int(id)
 	}
-	return append([]int(nil), s...)
+	return out
 }
 
 // Topology rebuilds the Topology a View was made from, checking it like New does. Fields derived
@@ -116,7 +114,7 @@ func (v View) Topology() (*Topology, error) {
 		if i > 0 && n.ID <= v.NUMANodes[i-1].ID {
 			return nil, fmt.Errorf("numaNodes must be in ascending ID order (their distances follow it), but node %d follows node %d", n.ID, v.NUMANodes[i-1].ID)
 		}
-		spec.NUMANodes = append(spec.NUMANodes, NUMANodeSpec{ID: n.ID, MemoryBytes: n.MemoryBytes, Distances: n.Distances})
+		spec.NUMANodes = append(spec.NUMANodes, NUMANodeSpec{ID: NUMAID(n.ID), MemoryBytes: n.MemoryBytes, Distances: n.Distances})
 	}
 	for _, g := range v.L3Groups {
 		spec.L3SizeBytes[g.ID] = g.SizeBytes
@@ -127,7 +125,7 @@ func (v View) Topology() (*Topology, error) {
 			return nil, fmt.Errorf("core %d cpus %q: %w", c.ID, c.CPUs, err)
 		}
 		for _, cpu := range cpus.List() {
-			spec.CPUs = append(spec.CPUs, CPUSpec{ID: cpu, Socket: c.Socket, Die: c.Die, CoreID: c.CoreID, NUMANode: c.NUMANode, L3: c.L3Group})
+			spec.CPUs = append(spec.CPUs, CPUSpec{ID: cpu, Socket: SocketID(c.Socket), Die: c.Die, KernelCoreID: c.CoreID, NUMANode: NUMAID(c.NUMANode), L3: c.L3Group})
 		}
 	}
 	t, err := New(spec)

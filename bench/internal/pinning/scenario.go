@@ -8,6 +8,7 @@
 package pinning
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 
@@ -115,10 +116,7 @@ func kubeletStatic(topo *topology.Topology, ranks []int) (layout, error) {
 	slices.SortStableFunc(order, func(a, b int) int {
 		ca, _ := topo.CPU(a)
 		cb, _ := topo.CPU(b)
-		if ca.Socket != cb.Socket {
-			return ca.Socket - cb.Socket
-		}
-		return ca.Core - cb.Core
+		return cmp.Or(cmp.Compare(ca.Socket, cb.Socket), cmp.Compare(ca.Core, cb.Core))
 	})
 	l := layout{noise: true}
 	taken := cpuset.New()

@@ -81,7 +81,7 @@ func TestPlanTwoSocketsSMT(t *testing.T) {
 	}
 	for _, l := range []layout{coarse, fine} {
 		cpus := l.ranksCPUs()
-		if l.mems.Size() != 1 || !cpus.IsSubsetOf(topo.CPUsOfNUMANode(l.mems.List()[0])) {
+		if l.mems.Size() != 1 || !cpus.IsSubsetOf(topo.CPUsOfNUMANode(topology.NUMAID(l.mems.List()[0]))) {
 			t.Errorf("ranks on %s with mems %s: want one NUMA node for CPUs and memory", cpus, l.mems)
 		}
 		if !l.shared.Equals(topo.OnlineCPUs.Difference(cpus)) {

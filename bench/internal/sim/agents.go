@@ -162,7 +162,7 @@ func (f *finegrain) verify() error {
 			if !ok {
 				return fmt.Errorf("node %s: %s holds CPUs %s but its pod is gone", f.nodes[i].name, asg.Key, asg.CPUs)
 			}
-			if hint := p.Annotations[v1alpha1.AnnotationNUMANode]; hint != strconv.Itoa(asg.NUMANode) {
+			if hint := p.Annotations[v1alpha1.AnnotationNUMANode]; hint != strconv.Itoa(int(asg.NUMANode)) {
 				return fmt.Errorf("node %s: worker %s was placed on NUMA node %s but pinned on %d", f.nodes[i].name, p.Name, hint, asg.NUMANode)
 			}
 		}

@@ -141,7 +141,7 @@ func (f *finegrain) place(r *run) (attempt, error) {
 		held = append(held, pod)
 		cpus, _ := snapshot.PinnedDemand(pod)
 		asg, err := f.nodes[ni].alloc.Allocate(policy.Request{
-			Key: policy.Key{PodUID: string(pod.UID), Container: workerContainer}, CPUs: cpus, NUMANode: policy.OnNUMANode(pl.NUMA),
+			Key: policy.Key{PodUID: string(pod.UID), Container: workerContainer}, CPUs: cpus, NUMANode: policy.OnNUMANode(topology.NUMAID(pl.NUMA)),
 		})
 		if err != nil {
 			f.held[r.index] = held

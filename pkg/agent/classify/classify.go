@@ -16,6 +16,7 @@ import (
 	"github.com/finegrain-dev/finegrain/pkg/cgroup"
 	"github.com/finegrain-dev/finegrain/pkg/cpulist"
 	"github.com/finegrain-dev/finegrain/pkg/policy"
+	"github.com/finegrain-dev/finegrain/pkg/topology"
 )
 
 // The pod label and annotation the agent reads; docs/interfaces.md is their contract.
@@ -201,7 +202,7 @@ func (p *Pod) numaHint(pod *corev1.Pod, cfg Config) policy.NUMAChoice {
 		p.problem(ReasonInvalidNUMAHint, "annotation %s is ignored: %v; the agent chooses the NUMA node", AnnotationNUMANode, err)
 		return policy.NUMAChoice{}
 	}
-	return policy.OnNUMANode(id)
+	return policy.OnNUMANode(topology.NUMAID(id))
 }
 
 // ParseNUMANode reads a NUMA node annotation: a decimal node number without sign, spaces or

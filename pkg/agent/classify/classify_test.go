@@ -106,7 +106,7 @@ func TestClassifyProblems(t *testing.T) {
 				t.Errorf("CPUs = %d, want %d", c.CPUs, tc.wantCPUs)
 			}
 			id, required := got.NUMA.Node()
-			if (tc.wantNUMA < 0) == required || (required && id != tc.wantNUMA) {
+			if (tc.wantNUMA < 0) == required || (required && int(id) != tc.wantNUMA) {
 				t.Errorf("NUMA = %d required %v, want %d", id, required, tc.wantNUMA)
 			}
 			switch {

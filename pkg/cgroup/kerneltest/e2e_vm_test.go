@@ -112,7 +112,7 @@ func (e *e2e) pinned() cpuset.CPUSet {
 func (e *e2e) admit(id int, name string) {
 	e.t.Helper()
 	key := policy.Key{PodUID: fmt.Sprintf("e2e-%d", e.next), Container: name}
-	asg, err := e.a.Allocate(policy.Request{Key: key, CPUs: e.topo.ThreadsPerCore(), NUMANode: policy.OnNUMANode(id)})
+	asg, err := e.a.Allocate(policy.Request{Key: key, CPUs: e.topo.ThreadsPerCore(), NUMANode: policy.OnNUMANode(topology.NUMAID(id))})
 	if err != nil {
 		e.t.Fatalf("allocate a core on node %d: %v", id, err)
 	}
@@ -167,7 +167,7 @@ func (e *e2e) refusalsChangeNothing() {
 			continue
 		}
 		var memOnly *policy.MemoryOnlyNUMANodeError
-		_, err := e.a.Allocate(policy.Request{Key: policy.Key{PodUID: "e2e-mem", Container: "rank"}, CPUs: 1, NUMANode: policy.OnNUMANode(id), AllowSplitCores: true})
+		_, err := e.a.Allocate(policy.Request{Key: policy.Key{PodUID: "e2e-mem", Container: "rank"}, CPUs: 1, NUMANode: policy.OnNUMANode(topology.NUMAID(id)), AllowSplitCores: true})
 		if !errors.As(err, &memOnly) {
 			e.t.Errorf("request on memory-only node %d: %v, want a MemoryOnlyNUMANodeError", id, err)
 		}
