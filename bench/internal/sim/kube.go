@@ -2,10 +2,12 @@ package sim
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/resource"
 
+	"github.com/finegrain-dev/finegrain/bench/internal/kubelet"
 	"github.com/finegrain-dev/finegrain/pkg/placer/hpcjob"
 	"github.com/finegrain-dev/finegrain/pkg/topology"
 )
@@ -13,14 +15,16 @@ import (
 // kubeNode is a node as kube-scheduler and the kubelet see it.
 type kubeNode struct {
 	reqMilli, reqMem int64
-	// free counts the CPUs per NUMA node the static CPU manager can still hand out.
-	free []int
+	// free are the CPUs the static CPU manager can still hand out.
+	free kubelet.Free
 }
 
-// kubeHold is one container of a running job.
+// kubeHold is one container of a running job: under the static CPU manager, its CPUs and how
+// many of them lie in each NUMA node (in topology order).
 type kubeHold struct {
 	node        int
 	milli, mem  int64
+	cpus        []int
 	cpusPerNUMA []int
 }
 
@@ -29,14 +33,15 @@ type kubeHold struct {
 // strategy (CPU and memory weighted equally, integer scores 0–100 as kube-scheduler computes
 // them; ties go to the first node by name, where kube-scheduler picks one at random). It knows
 // no NUMA nodes. With the static CPU manager (KubeStatic) the kubelet then gives each container
-// exclusive CPUs the way takeByTopologyNUMAPacked does without topology-manager alignment:
-// whole free NUMA nodes when the request covers one, then CPUs from the NUMA nodes with the
-// fewest free CPUs first (packing), spanning NUMA nodes when it must. Without it every container
-// floats over the whole node. A job's containers are bound all together or not at all.
+// exclusive CPUs as bench/internal/kubelet models it, without topology-manager alignment
+// (takeByTopologyNUMAPacked over the whole node: whole NUMA nodes, whole cores, then threads,
+// fullest NUMA node first, spanning NUMA nodes when it must). Without it every container floats
+// over the whole node. A job's containers are bound all together or not at all.
 type kube struct {
 	strategy Strategy
 	static   bool
-	numaCPUs []int
+	topo     *topology.Topology
+	cm       *kubelet.CPUManager
 	// staticSize is each NUMA node's CPUs the static CPU manager may hand out.
 	staticSize       []int
 	maxNUMA          int
@@ -52,26 +57,44 @@ type kube struct {
 
 func newKube(s Strategy, topo *topology.Topology, nodes, reserved, jobs int) *kube {
 	k := &kube{
-		strategy: s, static: s.Deployment == KubeStatic, maxNUMA: maxNUMACPUs(topo),
+		strategy: s, static: s.Deployment == KubeStatic, topo: topo, cm: kubelet.New(topo), maxNUMA: maxNUMACPUs(topo),
 		allocMilli: int64(topo.NumCPUs()-reserved) * 1000, nodes: make([]kubeNode, nodes), held: make([][]kubeHold, jobs),
 		scratchMilli: make([]int64, nodes), scratchMem: make([]int64, nodes),
 	}
 	for _, n := range topo.NUMANodes {
-		k.numaCPUs = append(k.numaCPUs, n.CPUs.Size())
 		k.mem += int64(n.MemoryBytes)
 	}
-	// The static CPU manager's free CPUs: the reserved ones come from the lowest NUMA nodes.
-	free := append([]int(nil), k.numaCPUs...)
-	for z := range free {
-		take := min(free[z], reserved)
-		free[z] -= take
-		reserved -= take
-	}
-	k.staticSize = free
+	// The static CPU manager's free CPUs: all but the reserved ones, which the kubelet chooses
+	// with its own packing rule.
+	free := k.cm.Free(topo.OnlineCPUs)
+	k.cm.TakePacked(free, reserved, topology.NoNUMA)
+	k.staticSize = k.perNUMA(free)
 	for i := range k.nodes {
-		k.nodes[i].free = append([]int(nil), free...)
+		k.nodes[i].free = slices.Clone(free)
 	}
 	return k
+}
+
+// perNUMA counts free CPUs per NUMA node, in topology order.
+func (k *kube) perNUMA(free kubelet.Free) []int {
+	out := make([]int, len(k.topo.NUMANodes))
+	for z, n := range k.topo.NUMANodes {
+		for _, cpu := range n.CPUs.UnsortedList() {
+			if free[cpu] {
+				out[z]++
+			}
+		}
+	}
+	return out
+}
+
+// countPerNUMA counts cpus per NUMA node, in topology order.
+func (k *kube) countPerNUMA(cpus []int) []int {
+	out := make([]int, len(k.topo.NUMANodes))
+	for _, cpu := range cpus {
+		out[k.topo.NUMANodeIndex(k.topo.NUMANodeOfCPU(cpu))]++
+	}
+	return out
 }
 
 // containers returns the tasks of each of job r's containers.
@@ -123,7 +146,8 @@ func (k *kube) place(r *run) (attempt, error) {
 		n.reqMem += h.mem
 		placed[ci] = Placed{Node: h.node, Tasks: t, Threads: t * int(cpu)}
 		if k.static {
-			h.cpusPerNUMA = takeNUMAPacked(n.free, t*int(cpu), k.staticSize)
+			h.cpus, _ = k.cm.TakePacked(n.free, t*int(cpu), topology.NoNUMA)
+			h.cpusPerNUMA = k.countPerNUMA(h.cpus)
 			placed[ci].CPUs = h.cpusPerNUMA
 		}
 		holds[ci] = h
@@ -133,42 +157,12 @@ func (k *kube) place(r *run) (attempt, error) {
 	return attempt{workers: placed}, nil
 }
 
-// takeNUMAPacked takes n CPUs from free (per NUMA node, changed in place) and returns how many
-// it took from each: whole free NUMA nodes while n covers one, then from the NUMA nodes with the
-// fewest free CPUs first, lowest ID on ties. The caller has checked that n CPUs are free.
-func takeNUMAPacked(free []int, n int, size []int) []int {
-	took := make([]int, len(free))
-	for z := range free {
-		if size[z] > 0 && free[z] == size[z] && n >= size[z] {
-			took[z], free[z], n = size[z], 0, n-size[z]
-		}
-	}
-	for n > 0 {
-		z := -1
-		for i := range free {
-			if free[i] > 0 && (z < 0 || free[i] < free[z]) {
-				z = i
-			}
-		}
-		if z < 0 {
-			break
-		}
-		t := min(free[z], n)
-		took[z] += t
-		free[z] -= t
-		n -= t
-	}
-	return took
-}
-
 func (k *kube) release(r *run) error {
 	for _, h := range k.held[r.index] {
 		n := &k.nodes[h.node]
 		n.reqMilli -= h.milli
 		n.reqMem -= h.mem
-		for z, c := range h.cpusPerNUMA {
-			n.free[z] += c
-		}
+		n.free.Release(h.cpus)
 	}
 	k.held[r.index] = nil
 	k.version++
@@ -211,7 +205,7 @@ func (k *kube) verify() error {
 			continue
 		}
 		free := 0
-		for z, f := range n.free {
+		for z, f := range k.perNUMA(n.free) {
 			if f < 0 || f > k.staticSize[z] {
 				return fmt.Errorf("node %s: NUMA node %d has %d free CPUs of %d", nodeName(i), z, f, k.staticSize[z])
 			}

@@ -6,28 +6,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 )
 
-func TestTakeNUMAPacked(t *testing.T) {
-	size := []int{18, 18}
-	for _, tc := range []struct {
-		name       string
-		free       []int
-		n          int
-		took, left []int
-	}{
-		{"fits the fuller NUMA node", []int{6, 18}, 4, []int{4, 0}, []int{2, 18}},
-		{"fills the fuller node, then spills", []int{6, 18}, 10, []int{6, 4}, []int{0, 14}},
-		{"whole free NUMA node first", []int{18, 18}, 20, []int{18, 2}, []int{0, 16}},
-		{"ties go to the lowest node", []int{10, 10}, 3, []int{3, 0}, []int{7, 10}},
-		{"skips empty nodes", []int{0, 5}, 5, []int{0, 5}, []int{0, 0}},
-	} {
-		free := append([]int(nil), tc.free...)
-		took := takeNUMAPacked(free, tc.n, size)
-		if !cmp.Equal(took, tc.took) || !cmp.Equal(free, tc.left) {
-			t.Errorf("%s: took %v leaving %v, want %v leaving %v", tc.name, took, free, tc.took, tc.left)
-		}
-	}
-}
-
 // TestKubeSpreadsLeastAllocated: kube-scheduler's least-allocated scoring puts a job's two
 // containers on different empty nodes and the next job on the emptier node; the static CPU
 // manager packs each container NUMA-first; releasing gives everything back.
@@ -56,7 +34,7 @@ func TestKubeSpreadsLeastAllocated(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i, n := range k.nodes {
-		if n.reqMilli != 0 || !cmp.Equal(n.free, []int{17, 18}) {
+		if n.reqMilli != 0 || !cmp.Equal(k.perNUMA(n.free), []int{17, 18}) {
 			t.Errorf("node %d after release: %+v", i, n)
 		}
 	}
