@@ -18,6 +18,7 @@ import (
 	"github.com/finegrain-dev/finegrain/pkg/agent"
 	"github.com/finegrain-dev/finegrain/pkg/cgroup"
 	"github.com/finegrain-dev/finegrain/pkg/inspect"
+	"github.com/finegrain-dev/finegrain/pkg/report"
 )
 
 // fakeLister answers like an agent with one MPI worker pinned on CPUs 2-5 of NUMA node 0 and
@@ -30,7 +31,7 @@ func (f *fakeLister) Processes(pods []types.NamespacedName) ([]agent.PinnedProce
 	cpus, mems := cpuset.New(2, 3, 4, 5), cpuset.New(0)
 	return []agent.PinnedProcesses{
 		{
-			Pin:       agent.Pin{PodUID: "u0", Namespace: "hpc", Pod: "lammps-worker-0", Container: "worker", CPUs: cpus, Mems: mems, Written: true},
+			Pin:       report.Pin{PodUID: "u0", Namespace: "hpc", Pod: "lammps-worker-0", Container: "worker", CPUs: cpus, Mems: mems, Written: true},
 			Container: id,
 			Processes: cgroup.Processes{Listed: 2, Limit: agent.MaxProcessesPerContainer, Processes: []cgroup.Process{
 				{PID: 4100, Command: "sshd", CPUs: cpus, Mems: mems},
@@ -38,7 +39,7 @@ func (f *fakeLister) Processes(pods []types.NamespacedName) ([]agent.PinnedProce
 			}},
 		},
 		{
-			Pin:       agent.Pin{PodUID: "u1", Namespace: "hpc", Pod: "lammps-worker-1", Container: "worker", CPUs: cpuset.New(6, 7), Mems: mems, Written: true},
+			Pin:       report.Pin{PodUID: "u1", Namespace: "hpc", Pod: "lammps-worker-1", Container: "worker", CPUs: cpuset.New(6, 7), Mems: mems, Written: true},
 			Container: cgroup.ContainerID{Runtime: cgroup.RuntimeContainerd, ID: strings.Repeat("b", 64)},
 			Err:       fmt.Errorf("container u1: %w", cgroup.ErrVanished),
 		},

@@ -137,7 +137,7 @@ func (r *reporting) run(ctx context.Context, a *agent.Agent, nodeName string, cl
 
 func pinsView(node string, src agentSource, opts report.Options, pub *report.Publisher) inspect.Pins {
 	snap := src.a.Snapshot()
-	v := inspect.FromSnapshot(node, inspect.SourceAgent, fromAgent(snap), opts)
+	v := inspect.FromSnapshot(node, inspect.SourceAgent, snap.Snapshot, opts)
 	for _, p := range snap.Paths {
 		v.Paths = append(v.Paths, string(p))
 	}
@@ -154,32 +154,8 @@ type agentSource struct {
 	changes <-chan struct{}
 }
 
-func (s agentSource) Snapshot() report.Snapshot { return fromAgent(s.a.Snapshot()) }
+func (s agentSource) Snapshot() report.Snapshot { return s.a.Snapshot().Snapshot }
 func (s agentSource) Changed() <-chan struct{}  { return s.changes }
-
-// fromAgent converts the agent's snapshot; shared containers are the named, non-sandbox
-// containers the agent does not pin.
-func fromAgent(s agent.Snapshot) report.Snapshot {
-	out := report.Snapshot{
-		Generation: s.Generation, Shared: s.Shared, Reserved: s.Reserved, Free: s.Free,
-		Pins: make([]report.Pin, 0, len(s.Pins)),
-	}
-	for _, p := range s.Pins {
-		out.Pins = append(out.Pins, report.Pin{
-			PodUID: p.PodUID, Namespace: p.Namespace, Pod: p.Pod, Container: p.Container,
-			CPUs: p.CPUs, Mems: p.Mems, NUMANode: p.NUMANode,
-		})
-	}
-	for _, c := range s.Containers {
-		if c.Exclusive || c.Sandbox || c.Name == "" {
-			continue
-		}
-		out.SharedContainers = append(out.SharedContainers, report.Container{
-			PodUID: string(c.Ref.Pod.UID), Namespace: c.Namespace, Pod: c.Pod, Container: c.Name,
-		})
-	}
-	return out
-}
 
 // agentHooks feeds the agent's hooks into its metrics.
 type agentHooks struct{ m *metrics.Agent }

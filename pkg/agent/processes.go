@@ -10,6 +10,7 @@ import (
 
 	"github.com/finegrain-dev/finegrain/pkg/cgroup"
 	"github.com/finegrain-dev/finegrain/pkg/policy"
+	"github.com/finegrain-dev/finegrain/pkg/report"
 )
 
 // Bounds of one process listing: a container with thousands of processes shows its lowest PIDs
@@ -32,7 +33,7 @@ type ProcessReader interface {
 
 // PinnedProcesses is one pinned container's cgroup and what runs in it.
 type PinnedProcesses struct {
-	Pin Pin
+	Pin report.Pin
 	// Container is the runtime's ID of the container whose cgroup was read; a restarted
 	// container has a new one.
 	Container cgroup.ContainerID
@@ -72,7 +73,7 @@ func (a *Agent) Processes(pods []types.NamespacedName) ([]PinnedProcesses, error
 // pinnedCgroup is a container cgroup that holds an exclusive pin.
 type pinnedCgroup struct {
 	ref cgroup.ContainerRef
-	pin Pin
+	pin report.Pin
 }
 
 // pinnedCgroups returns the container cgroups holding an exclusive pin of the given pods.
@@ -91,7 +92,8 @@ func (a *Agent) pinnedCgroups(pods []types.NamespacedName) ([]pinnedCgroup, erro
 		if !ok {
 			continue
 		}
-		p := Pin{PodUID: asg.Key.PodUID, Container: c.name, CPUs: asg.CPUs, Mems: asg.Mems, NUMANode: asg.NUMANode, Written: c.pinned}
+		p := report.PinOf(asg)
+		p.Written = c.pinned
 		if ps := a.st.pods[asg.Key.PodUID]; ps != nil {
 			p.Namespace, p.Pod = ps.info.Namespace, ps.info.Name
 		}

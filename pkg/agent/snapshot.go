@@ -8,15 +8,16 @@ import (
 
 	"github.com/finegrain-dev/finegrain/pkg/cgroup"
 	"github.com/finegrain-dev/finegrain/pkg/policy"
-	"github.com/finegrain-dev/finegrain/pkg/topology"
+	"github.com/finegrain-dev/finegrain/pkg/report"
 )
 
 // Snapshot is a read-only copy of the agent's state, for reporting (free-core maps, metrics,
-// inspection). Its values are never shared with the agent.
+// inspection). Its values are never shared with the agent. The part reports read is a
+// report.Snapshot — the agent's pins are report.Pins, with Written set — and the rest is what the
+// inspection endpoint and the agent's own tests look at.
 type Snapshot struct {
+	report.Snapshot
 	Node string
-	// Generation grows by at least one on every change a snapshot shows.
-	Generation uint64
 	// Started is false until the start-up rebuild finished; Refusing says why the agent writes
 	// nothing (a kubelet with the static CPU manager policy), empty while it acts.
 	Started  bool
@@ -24,26 +25,11 @@ type Snapshot struct {
 	// APISynced is false while the agent enforces from its checkpoint without the pod list.
 	APISynced bool
 	// Paths are the ways new containers are noticed.
-	Paths    []Path
-	Reserved cpuset.CPUSet
-	Shared   cpuset.CPUSet
-	// Free is policy.Allocator.Free: every NUMA node's capacity and free CPUs.
-	Free []policy.NUMAFree
-	// Pins are the exclusive entries, ordered by pod UID and container name.
-	Pins []Pin
+	Paths []Path
 	// Containers are the container cgroups below kubepods, ordered by pod UID and container ID.
 	Containers []Container
 	// Pods are the pods of this node the agent accounts for, ordered by UID.
 	Pods []PodInfo
-}
-
-// Pin is one exclusive entry.
-type Pin struct {
-	PodUID, Namespace, Pod, Container string
-	CPUs, Mems                        cpuset.CPUSet
-	NUMANode                          topology.NUMAID
-	// Written is true once a live container cgroup carries it.
-	Written bool
 }
 
 // Container is one container cgroup and what the agent wants it to carry.
@@ -81,8 +67,12 @@ func (a *Agent) Snapshot() Snapshot {
 		return s
 	}
 	st := a.st
-	s.Generation = st.gen
-	s.Reserved, s.Shared, s.Free = st.alloc.ReservedCPUs(), st.alloc.SharedCPUs(), st.alloc.Free()
+	s.Snapshot = report.SnapshotOf(st.alloc, st.gen, func(uid string) (string, string) {
+		if ps := st.pods[uid]; ps != nil {
+			return ps.info.Namespace, ps.info.Name
+		}
+		return "", ""
+	})
 	written := map[policy.Key]bool{}
 	for ref, c := range st.ctrs {
 		want, excl, _ := st.desired(c, a.mems)
@@ -96,12 +86,16 @@ func (a *Agent) Snapshot() Snapshot {
 		s.Containers = append(s.Containers, sc)
 	}
 	slices.SortFunc(s.Containers, func(x, y Container) int { return cmp.Compare(x.Ref.String(), y.Ref.String()) })
-	for _, asg := range st.alloc.Assignments() {
-		p := Pin{PodUID: asg.Key.PodUID, Container: asg.Key.Container, CPUs: asg.CPUs, Mems: asg.Mems, NUMANode: asg.NUMANode, Written: written[asg.Key]}
-		if ps := st.pods[asg.Key.PodUID]; ps != nil {
-			p.Namespace, p.Pod = ps.info.Namespace, ps.info.Name
+	for i := range s.Pins {
+		p := &s.Pins[i]
+		p.Written = written[policy.Key{PodUID: p.PodUID, Container: p.Container}]
+	}
+	for _, c := range s.Containers {
+		if !c.Exclusive && !c.Sandbox && c.Name != "" {
+			s.SharedContainers = append(s.SharedContainers, report.Container{
+				PodUID: string(c.Ref.Pod.UID), Namespace: c.Namespace, Pod: c.Pod, Container: c.Name,
+			})
 		}
-		s.Pins = append(s.Pins, p)
 	}
 	for uid, ps := range st.pods {
 		s.Pods = append(s.Pods, PodInfo{UID: uid, Namespace: ps.info.Namespace, Name: ps.info.Name, Exclusive: ps.info.Exclusive})

@@ -89,7 +89,7 @@ func Build(node NodeRef, topo *topology.Topology, snap Snapshot, opts Options) (
 		}
 		zoneOf[f.NUMANode] = i
 	}
-	pinsByZone := make([][]nrt.Pin, len(snap.Free))
+	pinsByZone := make([][]nrt.PinEntry, len(snap.Free))
 	pods := make([]nrt.PodName, 0, len(snap.Pins))
 	for _, p := range snap.Pins {
 		z, ok := zoneOf[p.NUMANode]
@@ -101,7 +101,7 @@ func Build(node NodeRef, topo *topology.Topology, snap Snapshot, opts Options) (
 			name = nrt.PodName{Namespace: UnknownNamespace, Name: p.PodUID}
 		}
 		pods = append(pods, name)
-		pinsByZone[z] = append(pinsByZone[z], nrt.Pin{Namespace: name.Namespace, Pod: name.Name, Container: p.Container, CPUs: p.CPUs})
+		pinsByZone[z] = append(pinsByZone[z], nrt.PinEntry{Namespace: name.Namespace, Pod: name.Name, Container: p.Container, CPUs: p.CPUs})
 	}
 
 	obj := &nrt.NodeResourceTopology{
@@ -128,7 +128,7 @@ func Build(node NodeRef, topo *topology.Topology, snap Snapshot, opts Options) (
 	return obj, nil
 }
 
-func zone(topo *topology.Topology, f policy.NUMAFree, pins []nrt.Pin, opts Options) nrt.Zone {
+func zone(topo *topology.Topology, f policy.NUMAFree, pins []nrt.PinEntry, opts Options) nrt.Zone {
 	available := opts.Available(f)
 	z := nrt.Zone{
 		Name: nrt.ZoneName(int(f.NUMANode)),

@@ -6,6 +6,11 @@ import "github.com/finegrain-dev/finegrain/pkg/policy"
 // they are not known.
 type NameFunc func(podUID string) (namespace, pod string)
 
+// PinOf is an allocator's assignment as a pin, its pod not named yet.
+func PinOf(a policy.Assignment) Pin {
+	return Pin{PodUID: a.Key.PodUID, Container: a.Key.Container, CPUs: a.CPUs, Mems: a.Mems, NUMANode: a.NUMANode}
+}
+
 // SnapshotOf reads a Snapshot from an allocator, naming pods with name (nil leaves every pod
 // unnamed). The caller must hold whatever lock guards the allocator.
 func SnapshotOf(a *policy.Allocator, generation uint64, name NameFunc) Snapshot {
@@ -18,7 +23,7 @@ func SnapshotOf(a *policy.Allocator, generation uint64, name NameFunc) Snapshot 
 		Free:       a.Free(),
 	}
 	for _, x := range asg {
-		p := Pin{PodUID: x.Key.PodUID, Container: x.Key.Container, CPUs: x.CPUs, Mems: x.Mems, NUMANode: x.NUMANode}
+		p := PinOf(x)
 		if name != nil {
 			p.Namespace, p.Pod = name(x.Key.PodUID)
 		}

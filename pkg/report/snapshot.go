@@ -38,6 +38,9 @@ type Pin struct {
 	// CPUs and Mems are the container's cpuset.cpus and cpuset.mems; NUMANode the node they lie in.
 	CPUs, Mems cpuset.CPUSet
 	NUMANode   topology.NUMAID
+	// Written is true once a live container cgroup carries the pin; a source that cannot tell
+	// (an allocator, a checkpoint) leaves it false.
+	Written bool
 }
 
 // Named reports whether the pin's pod is known by namespace and name.

@@ -115,7 +115,7 @@ func (c *Controller) pinnedOnNode(pod *corev1.Pod) bool {
 	key := podKey(pod)
 	for i := range obj.Zones {
 		v, _ := obj.Zones[i].Attribute(nrt.AttrPins)
-		for e, err := range nrt.PinEntries(v) {
+		for e, err := range nrt.ScanPins(v) {
 			// A malformed entry names no pod; the zone's other entries still count.
 			if err == nil && e.PodKey() == key {
 				return true

@@ -68,7 +68,7 @@ func zoneOf(fz *nrt.FreeZone) Zone {
 // readPins records which pods a zone lists in its pins. A malformed entry is skipped with a
 // warning: its pod's cores stay held as assumed, which is safe, while the other entries count.
 func (t *nodeTopology) readPins(fz *nrt.FreeZone, object string) {
-	for e, err := range nrt.PinEntries(fz.Pins) {
+	for e, err := range nrt.ScanPins(fz.Pins) {
 		if err != nil {
 			t.warnings = append(t.warnings, fmt.Sprintf("NodeResourceTopology %s zone %s: pins entry %q ignored (%v); its pod's cores are held as assumed",
 				object, fz.Name, e.Text, err))

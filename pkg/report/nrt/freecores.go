@@ -38,7 +38,7 @@ type FreeZone struct {
 	// FreeCPUs is AttrFreeCPUs as written (a checked cpulist list); Free its size.
 	FreeCPUs string
 	Free     int
-	// Pins is AttrPins ("" when absent), read with PinEntries.
+	// Pins is AttrPins ("" when absent), read with ScanPins.
 	Pins string
 	// CPU and Memory are the zone's ResourceCPU and ResourceMemory amounts.
 	CPU, Memory Amounts

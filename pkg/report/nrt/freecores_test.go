@@ -22,7 +22,7 @@ func freeCoreMapObject(t testing.TB) *NodeResourceTopology {
 		},
 		Zones: []Zone{
 			{Name: ZoneName(0), Type: ZoneTypeNode,
-				Attributes: []Attribute{{Name: AttrFreeCPUs, Value: "1-17"}, {Name: AttrPins, Value: FormatPins([]Pin{{Namespace: "hpc", Pod: "w", Container: "c", CPUs: cpuset.New(0)}})}},
+				Attributes: []Attribute{{Name: AttrFreeCPUs, Value: "1-17"}, {Name: AttrPins, Value: FormatPins([]PinEntry{{Namespace: "hpc", Pod: "w", Container: "c", CPUs: cpuset.New(0)}})}},
 				Resources:  []ResourceInfo{{Name: ResourceCPU, Capacity: q(18), Allocatable: q(18), Available: q(16)}}},
 			{Name: "socket-0", Type: "Socket"},
 			{Name: ZoneName(1), Type: ZoneTypeNode, Attributes: []Attribute{{Name: AttrFreeCPUs, Value: "18-35"}}},

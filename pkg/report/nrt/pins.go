@@ -12,9 +12,11 @@ import (
 	"github.com/finegrain-dev/finegrain/pkg/cpulist"
 )
 
-// Pin is one pinned container as the pins attribute lists it, its CPUs parsed: what the node
-// agent writes (FormatPins) and what a strict reader gets back (ParsePins).
-type Pin struct {
+// PinEntry is one pinned container as the pins attribute lists it, its CPUs parsed: what the node
+// agent writes (FormatPins) and what a strict reader gets back (ParsePins). It is the published
+// form of a report.Pin, the agent's own pin: the pod by name only (a pod the agent cannot name by
+// its UID, in namespace "?"), no memory nodes, and no NUMA node (the zone listing it says that).
+type PinEntry struct {
 	Namespace, Pod, Container string
 	CPUs                      cpuset.CPUSet
 }
@@ -29,7 +31,7 @@ const (
 // FormatPins writes pins as "namespace/pod/container=cpus" entries joined by ";", in the order
 // given. Names the API server accepts (DNS labels and subdomains) are written as they are; any
 // other byte outside [A-Za-z0-9._-] is percent-encoded, so no name can break the format.
-func FormatPins(pins []Pin) string {
+func FormatPins(pins []PinEntry) string {
 	var b strings.Builder
 	for i, p := range pins {
 		if i > 0 {
@@ -46,11 +48,11 @@ func FormatPins(pins []Pin) string {
 	return b.String()
 }
 
-// PinEntry is one entry of a pins attribute as PinEntries reads it, without expanding its CPU
+// ScannedPin is one entry of a pins attribute as ScanPins reads it, without expanding its CPU
 // list. Its names are unescaped; when neither the namespace nor the pod needed escaping (names
 // the API server accepts never do) they, and PodKey, are substrings of the attribute's value, so
 // reading an entry allocates nothing.
-type PinEntry struct {
+type ScannedPin struct {
 	// Text is the entry as written.
 	Text                      string
 	Namespace, Pod, Container string
@@ -61,19 +63,19 @@ type PinEntry struct {
 }
 
 // PodKey returns "namespace/pod", the key the placer's pod maps use.
-func (e *PinEntry) PodKey() string { return e.podKey }
+func (e *ScannedPin) PodKey() string { return e.podKey }
 
-// PinEntries reads a pins attribute entry by entry, in order: each well-formed entry with a nil
+// ScanPins reads a pins attribute entry by entry, in order: each well-formed entry with a nil
 // error, each malformed one with an error saying what is wrong (and only its Text set), so that a
 // reader may skip a bad entry and keep the others. An empty value has no entries; an empty entry
 // (";;", a trailing ";") is malformed, since FormatPins never writes one.
-func PinEntries(value string) iter.Seq2[PinEntry, error] {
-	return func(yield func(PinEntry, error) bool) {
+func ScanPins(value string) iter.Seq2[ScannedPin, error] {
+	return func(yield func(ScannedPin, error) bool) {
 		if value == "" {
 			return
 		}
 		for text := range strings.SplitSeq(value, pinSeparator) {
-			e, err := readPinEntry(text)
+			e, err := scanPin(text)
 			if !yield(e, err) {
 				return
 			}
@@ -81,8 +83,8 @@ func PinEntries(value string) iter.Seq2[PinEntry, error] {
 	}
 }
 
-func readPinEntry(text string) (PinEntry, error) {
-	e := PinEntry{Text: text}
+func scanPin(text string) (ScannedPin, error) {
+	e := ScannedPin{Text: text}
 	key, cpus, ok := strings.Cut(text, cpusSeparator)
 	if !ok {
 		return e, errors.New("want namespace/pod/container=cpus")
@@ -115,17 +117,17 @@ func readPinEntry(text string) (PinEntry, error) {
 // ParsePins reads what FormatPins wrote. An empty value is no pins. A malformed entry fails the
 // whole value with an error naming the entry, for a reader that must not take a partial list for
 // the zone's pins; a reader that can use the well-formed entries of a damaged value reads them
-// with PinEntries.
-func ParsePins(value string) ([]Pin, error) {
-	var pins []Pin
+// with ScanPins.
+func ParsePins(value string) ([]PinEntry, error) {
+	var pins []PinEntry
 	i := 0
-	for e, err := range PinEntries(value) {
+	for e, err := range ScanPins(value) {
 		i++
 		if err != nil {
 			return nil, fmt.Errorf("pins entry %d (%q): %w", i, e.Text, err)
 		}
-		// PinEntries checked the list.
-		pins = append(pins, Pin{Namespace: e.Namespace, Pod: e.Pod, Container: e.Container, CPUs: cpulist.MustParse(e.CPUs)})
+		// ScanPins checked the list.
+		pins = append(pins, PinEntry{Namespace: e.Namespace, Pod: e.Pod, Container: e.Container, CPUs: cpulist.MustParse(e.CPUs)})
 	}
 	return pins, nil
 }

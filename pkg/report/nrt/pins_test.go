@@ -11,7 +11,7 @@ import (
 var cmpSets = cmp.Comparer(func(a, b cpuset.CPUSet) bool { return a.Equals(b) })
 
 func TestFormatPins(t *testing.T) {
-	pins := []Pin{
+	pins := []PinEntry{
 		{Namespace: "hpc", Pod: "lammps-worker-0", Container: "rank", CPUs: cpuset.New(1, 2, 3)},
 		{Namespace: "default", Pod: "svc.v2", Container: "main", CPUs: cpuset.New(8, 10)},
 	}
@@ -32,7 +32,7 @@ func TestFormatPins(t *testing.T) {
 }
 
 func TestFormatPinsEscapesNamesOutsideTheAPICharset(t *testing.T) {
-	pins := []Pin{{Namespace: "?", Pod: "a/b;c=d%", Container: "x y", CPUs: cpuset.New(4)}}
+	pins := []PinEntry{{Namespace: "?", Pod: "a/b;c=d%", Container: "x y", CPUs: cpuset.New(4)}}
 	got := FormatPins(pins)
 	if want := "%3F/a%2Fb%3Bc%3Dd%25/x%20y=4"; got != want {
 		t.Errorf("FormatPins = %q, want %q", got, want)
@@ -82,12 +82,12 @@ func FuzzParsePins(f *testing.F) {
 	})
 }
 
-// PinEntries reports each entry on its own: a reader can keep the well-formed entries of a
+// ScanPins reports each entry on its own: a reader can keep the well-formed entries of a
 // damaged value, and gets each pod's "namespace/pod" key without an allocation.
-func TestPinEntries(t *testing.T) {
+func TestScanPins(t *testing.T) {
 	type got struct{ Key, Container, CPUs, Err string }
 	var out []got
-	for e, err := range PinEntries("hpc/a=0-3;hpc/b/main=4-7;;%3F/uid-1/c=8;hpc/c/main=") {
+	for e, err := range ScanPins("hpc/a=0-3;hpc/b/main=4-7;;%3F/uid-1/c=8;hpc/c/main=") {
 		g := got{Key: e.PodKey(), Container: e.Container, CPUs: e.CPUs}
 		if err != nil {
 			g = got{Key: e.Text, Err: err.Error()}
@@ -106,7 +106,7 @@ func TestPinEntries(t *testing.T) {
 	}
 	value := "hpc/lammps-worker-0/rank=1-3;default/svc.v2/main=8,10"
 	if n := testing.AllocsPerRun(100, func() {
-		for e, err := range PinEntries(value) {
+		for e, err := range ScanPins(value) {
 			if err != nil || e.PodKey() == "" {
 				t.Fatal(e, err)
 			}
