@@ -68,6 +68,9 @@ func main() {
 	agentbench.Main("pinwindow", parse, run)
 }
 
+// run measures the pin window of every mode: it starts the cgroup recorder (startRecorder),
+// then for each mode rolls the agent out with it and measures (measureMode), and prints the
+// table and writes the JSON.
 func run(ctx context.Context, o options, log *slog.Logger) error {
 	s, err := agentbench.Open(ctx, o.target, "pinwindow", log)
 	if err != nil {
@@ -82,18 +85,11 @@ func run(ctx context.Context, o options, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	rec, err := newRecorder(layout)
+	rec, stop, err := startRecorder(ctx, layout, log)
 	if err != nil {
 		return err
 	}
-	recCtx, stopRec := context.WithCancel(ctx)
-	recDone := make(chan error, 1)
-	go func() { recDone <- rec.run(recCtx) }()
-	defer func() { stopRec(); <-recDone }()
-	if err := <-rec.realtime; err != nil {
-		log.Warn("the recorder runs without real-time priority: on a busy node it may notice a cgroup late and under-measure its window", "reason", err.Error())
-	}
-
+	defer stop()
 	b := &bench{o: o, client: s.Client, rec: rec, layout: layout, log: log, ns: s.Namespace}
 	all, err := onlineCPUs()
 	if err != nil {
@@ -102,43 +98,68 @@ func run(ctx context.Context, o options, log *slog.Logger) error {
 	r := result{Command: strings.Join(os.Args, " "), Windows: map[mode]agentbench.Summary{}, Samples: map[mode][]pinSample{},
 		AgentWindows: map[mode]agentbench.Summary{}, AgentResolve: map[mode]agentbench.Summary{}}
 	for _, m := range o.modes {
-		log.Info("rolling the agent out", "mode", string(m))
-		pod, err := s.Agent.SetArgs(ctx, withMode(s.AgentArgs, m, criEndpoint(s.AgentArgs)))
-		if err != nil {
+		if err := b.measureMode(ctx, s, m, all, &r); err != nil {
 			return err
-		}
-		r.Node = pod.Spec.NodeName
-		if node, err := s.Client.CoreV1().Nodes().Get(ctx, r.Node, metav1.GetOptions{}); err == nil {
-			r.Runtime = node.Status.NodeInfo.ContainerRuntimeVersion
-		}
-		if m == modeInotify && o.idle > 0 {
-			if err := measureAgentIdle(ctx, layout, pod, o.idle, &r, log); err != nil {
-				return err
-			}
-		}
-		samples, err := b.measureWindows(ctx, m, o.pods)
-		r.Samples[m] = samples
-		r.Windows[m] = agentbench.Summarize(windowsOf(samples))
-		if err != nil {
-			return err
-		}
-		windows, resolves, err := agentPins(ctx, s.Client, pod, string(m))
-		if err != nil {
-			log.Warn("cannot read the agent's own account of its pins", "reason", err.Error())
-		}
-		r.AgentWindows[m], r.AgentResolve[m] = agentbench.Summarize(windows), agentbench.Summarize(resolves)
-		if m == modeInotify && o.driftRounds > 0 {
-			drift, err := b.measureDrift(ctx, o.driftRounds, all)
-			if err != nil {
-				return err
-			}
-			r.Drift = agentbench.Summarize(drift)
 		}
 	}
 	if err := writeTable(os.Stdout, r, o.modes); err != nil {
 		return err
 	}
 	return agentbench.WriteJSON(o.jsonOut, r)
+}
+
+// startRecorder starts the recorder of new container cgroups; stop ends it.
+func startRecorder(ctx context.Context, layout cgroup.Layout, log *slog.Logger) (*recorder, func(), error) {
+	rec, err := newRecorder(layout)
+	if err != nil {
+		return nil, nil, err
+	}
+	recCtx, stopRec := context.WithCancel(ctx)
+	recDone := make(chan error, 1)
+	go func() { recDone <- rec.run(recCtx) }()
+	if err := <-rec.realtime; err != nil {
+		log.Warn("the recorder runs without real-time priority: on a busy node it may notice a cgroup late and under-measure its window", "reason", err.Error())
+	}
+	return rec, func() { stopRec(); <-recDone }, nil
+}
+
+// measureMode rolls the agent out in mode m and measures into r: the idle agent (inotify mode),
+// the pin windows, the agent's own account of them, and drift repair (inotify mode).
+func (b *bench) measureMode(ctx context.Context, s *agentbench.Session, m mode, all cpuset.CPUSet, r *result) error {
+	o, log := b.o, b.log
+	log.Info("rolling the agent out", "mode", string(m))
+	pod, err := s.Agent.SetArgs(ctx, withMode(s.AgentArgs, m, criEndpoint(s.AgentArgs)))
+	if err != nil {
+		return err
+	}
+	r.Node = pod.Spec.NodeName
+	if node, err := s.Client.CoreV1().Nodes().Get(ctx, r.Node, metav1.GetOptions{}); err == nil {
+		r.Runtime = node.Status.NodeInfo.ContainerRuntimeVersion
+	}
+	if m == modeInotify && o.idle > 0 {
+		if err := measureAgentIdle(ctx, b.layout, pod, o.idle, r, log); err != nil {
+			return err
+		}
+	}
+	samples, err := b.measureWindows(ctx, m, o.pods)
+	r.Samples[m] = samples
+	r.Windows[m] = agentbench.Summarize(windowsOf(samples))
+	if err != nil {
+		return err
+	}
+	windows, resolves, err := agentPins(ctx, s.Client, pod, string(m))
+	if err != nil {
+		log.Warn("cannot read the agent's own account of its pins", "reason", err.Error())
+	}
+	r.AgentWindows[m], r.AgentResolve[m] = agentbench.Summarize(windows), agentbench.Summarize(resolves)
+	if m == modeInotify && o.driftRounds > 0 {
+		drift, err := b.measureDrift(ctx, o.driftRounds, all)
+		if err != nil {
+			return err
+		}
+		r.Drift = agentbench.Summarize(drift)
+	}
+	return nil
 }
 
 // measureAgentIdle lets the freshly started agent settle, then samples it.

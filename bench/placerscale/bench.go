@@ -33,23 +33,18 @@ type results struct {
 }
 
 // benchmark adds the fake nodes, runs the throughput rounds and the gang phase, and removes
-// everything it made, whatever happened.
+// everything it made, whatever happened:
+//  1. make the API clients (clients) and check the cluster (preflight);
+//  2. start kwok, make the namespace and the fake nodes;
+//  3. run the rounds and the gang phase (runRounds);
+//  4. stop kwok and remove the nodes, their objects and the namespace.
 func benchmark(ctx context.Context, o *options, log *slog.Logger) (res *results, err error) {
 	if err := os.MkdirAll(o.outDir, 0o755); err != nil {
 		return nil, fmt.Errorf("make %s: %w", o.outDir, err)
 	}
-	cfg, err := clientcmd.BuildConfigFromFlags("", o.kubeconfig)
+	kube, dyn, err := clients(o)
 	if err != nil {
-		return nil, fmt.Errorf("read kubeconfig %s: %w", o.kubeconfig, err)
-	}
-	cfg.QPS, cfg.Burst, cfg.UserAgent = 2000, 4000, "placerscale"
-	kube, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("make API client: %w", err)
-	}
-	dyn, err := dynamic.NewForConfig(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("make dynamic API client: %w", err)
+		return nil, err
 	}
 	if err := preflight(ctx, kube, dyn, log); err != nil {
 		return nil, err
@@ -77,9 +72,35 @@ func benchmark(ctx context.Context, o *options, log *slog.Logger) (res *results,
 	}
 	res.NodesReady = time.Since(t0).Seconds()
 	log.Info("fake nodes Ready", "nodes", o.nodes, "took", time.Since(t0).Round(time.Second).String())
+	if err := runRounds(ctx, kube, dyn, o, log, res); err != nil {
+		return res, errors.Join(err, kwok.exited())
+	}
+	return res, nil
+}
 
-	// Placer and kube-scheduler alternate (P K K P ...), so that a drift of the shared machine's
-	// load over the run weighs on both alike.
+// clients makes the benchmark's API clients, allowed far more requests than the schedulers
+// under test.
+func clients(o *options) (kubernetes.Interface, dynamic.Interface, error) {
+	cfg, err := clientcmd.BuildConfigFromFlags("", o.kubeconfig)
+	if err != nil {
+		return nil, nil, fmt.Errorf("read kubeconfig %s: %w", o.kubeconfig, err)
+	}
+	cfg.QPS, cfg.Burst, cfg.UserAgent = 2000, 4000, "placerscale"
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, nil, fmt.Errorf("make API client: %w", err)
+	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return nil, nil, fmt.Errorf("make dynamic API client: %w", err)
+	}
+	return kube, dyn, nil
+}
+
+// runRounds runs the throughput rounds, the job rounds and the gang phase into res. Placer and
+// kube-scheduler alternate (P K K P ...), so that a drift of the shared machine's load over the
+// run weighs on both alike.
+func runRounds(ctx context.Context, kube kubernetes.Interface, dyn dynamic.Interface, o *options, log *slog.Logger, res *results) error {
 	for r := range 2 * o.rounds {
 		placer := r%4 == 0 || r%4 == 3
 		profile := ""
@@ -92,7 +113,7 @@ func benchmark(ctx context.Context, o *options, log *slog.Logger) (res *results,
 			log.Info("round done", "scheduler", rr.Scheduler, "bound", rr.Bound, "podsPerSecond", fmt.Sprintf("%.0f", rr.Rate))
 		}
 		if err != nil {
-			return res, errors.Join(err, kwok.exited())
+			return err
 		}
 	}
 	for r := range 2 * o.jobRounds {
@@ -102,16 +123,16 @@ func benchmark(ctx context.Context, o *options, log *slog.Logger) (res *results,
 			res.Rounds = append(res.Rounds, rr)
 		}
 		if err != nil {
-			return res, errors.Join(err, kwok.exited())
+			return err
 		}
 	}
 	if o.gangs > 0 {
-		res.Gangs, err = gangPhase(ctx, kube, o, log)
-		if err != nil {
-			return res, errors.Join(err, kwok.exited())
+		var err error
+		if res.Gangs, err = gangPhase(ctx, kube, o, log); err != nil {
+			return err
 		}
 	}
-	return res, nil
+	return nil
 }
 
 // preflight checks that the NodeResourceTopology API is served, and removes what an earlier,

@@ -84,7 +84,11 @@ func (t *gangTracker) seen(p *corev1.Pod, pods int) {
 }
 
 // gangPhase starts the placer, has it bind a probe pod (its caches are synced then), creates
-// every gang at once and deletes each gang o.gangHold after it is bound, until all were placed.
+// every gang at once and deletes each gang o.gangHold after it is bound, until all were placed:
+//  1. start the placer and probe it;
+//  2. watch the gangs' pods (watchGangs) and create them all (createGangs);
+//  3. release each gang o.gangHold after it is bound (releaseGangs);
+//  4. read when each gang was bound, and delete what is left.
 func gangPhase(ctx context.Context, kube kubernetes.Interface, o *options, log *slog.Logger) (*gangResult, error) {
 	p, err := startPlacer(o)
 	if err != nil {
@@ -99,65 +103,17 @@ func gangPhase(ctx context.Context, kube kubernetes.Interface, o *options, log *
 		full: map[string]time.Time{}, fullCount: make(chan string, o.gangs)}
 	pctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
-	list, err := kube.CoreV1().Pods(namespace).List(pctx, metav1.ListOptions{LabelSelector: roundLabel + "=" + gangRound})
-	if err != nil {
-		return nil, fmt.Errorf("list the gangs' pods: %w", err)
-	}
-	w, err := kube.CoreV1().Pods(namespace).Watch(pctx, metav1.ListOptions{LabelSelector: roundLabel + "=" + gangRound, ResourceVersion: list.ResourceVersion})
-	if err != nil {
-		return nil, fmt.Errorf("watch the gangs' pods: %w", err)
-	}
-	defer w.Stop()
-	go func() {
-		for ev := range w.ResultChan() {
-			if pod, ok := ev.Object.(*corev1.Pod); ok && ev.Type != watch.Deleted {
-				t.seen(pod, o.gangPods)
-			}
-		}
-	}()
-
-	start := time.Now()
-	err = parallel(o.gangs*o.gangPods, 32, func(i int) error {
-		g := i / o.gangPods
-		if _, err := kube.CoreV1().Pods(namespace).Create(pctx, gangPod(o, g, i%o.gangPods), metav1.CreateOptions{}); err != nil {
-			return fmt.Errorf("create pod %d of %s: %w", i%o.gangPods, gangName(g), err)
-		}
-		now := time.Now()
-		t.mu.Lock()
-		if now.After(t.created[gangName(g)]) {
-			t.created[gangName(g)] = now
-		}
-		t.mu.Unlock()
-		return nil
-	})
+	stop, err := watchGangs(pctx, kube, t, o.gangPods)
 	if err != nil {
 		return nil, err
 	}
-	log.Info("gangs created", "gangs", o.gangs, "pods", o.gangs*o.gangPods, "fitAtOnce", res.FitAtOnce, "took", time.Since(start).Round(time.Millisecond).String())
-	var holds sync.WaitGroup
-	for done := 0; done < o.gangs; done++ {
-		select {
-		case g := <-t.fullCount:
-			holds.Add(1)
-			go func() {
-				defer holds.Done()
-				time.Sleep(o.gangHold)
-				if err := deleteSelected(ctx, kube, v1alpha1.LabelPodGroup+"="+g, "gang "+g); err != nil {
-					log.Warn("bound gang not deleted", "gang", g, "err", err)
-				}
-			}()
-		case <-pctx.Done():
-			err = fmt.Errorf("%d of %d gangs placed within %v", done, o.gangs, o.timeout)
-		}
-		if err != nil {
-			break
-		}
-		if perr := p.exited(); perr != nil {
-			err = perr
-			break
-		}
+	defer stop()
+	start := time.Now()
+	if err := createGangs(pctx, kube, o, t); err != nil {
+		return nil, err
 	}
-	holds.Wait()
+	log.Info("gangs created", "gangs", o.gangs, "pods", o.gangs*o.gangPods, "fitAtOnce", res.FitAtOnce, "took", time.Since(start).Round(time.Millisecond).String())
+	err = releaseGangs(ctx, pctx, kube, o, t, p, log)
 	t.mu.Lock()
 	for g, full := range t.full {
 		res.Wait = append(res.Wait, full.Sub(t.created[g]).Seconds())
@@ -171,6 +127,69 @@ func gangPhase(ctx context.Context, kube kubernetes.Interface, o *options, log *
 		err = derr
 	}
 	return res, err
+}
+
+// watchGangs feeds the tracker every gang pod the API server shows bound; stop ends the watch.
+func watchGangs(ctx context.Context, kube kubernetes.Interface, t *gangTracker, podsPerGang int) (stop func(), err error) {
+	list, err := kube.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{LabelSelector: roundLabel + "=" + gangRound})
+	if err != nil {
+		return nil, fmt.Errorf("list the gangs' pods: %w", err)
+	}
+	w, err := kube.CoreV1().Pods(namespace).Watch(ctx, metav1.ListOptions{LabelSelector: roundLabel + "=" + gangRound, ResourceVersion: list.ResourceVersion})
+	if err != nil {
+		return nil, fmt.Errorf("watch the gangs' pods: %w", err)
+	}
+	go func() {
+		for ev := range w.ResultChan() {
+			if pod, ok := ev.Object.(*corev1.Pod); ok && ev.Type != watch.Deleted {
+				t.seen(pod, podsPerGang)
+			}
+		}
+	}()
+	return w.Stop, nil
+}
+
+// createGangs creates every gang's pods, recording when each gang was complete.
+func createGangs(ctx context.Context, kube kubernetes.Interface, o *options, t *gangTracker) error {
+	return parallel(o.gangs*o.gangPods, 32, func(i int) error {
+		g := i / o.gangPods
+		if _, err := kube.CoreV1().Pods(namespace).Create(ctx, gangPod(o, g, i%o.gangPods), metav1.CreateOptions{}); err != nil {
+			return fmt.Errorf("create pod %d of %s: %w", i%o.gangPods, gangName(g), err)
+		}
+		now := time.Now()
+		t.mu.Lock()
+		if now.After(t.created[gangName(g)]) {
+			t.created[gangName(g)] = now
+		}
+		t.mu.Unlock()
+		return nil
+	})
+}
+
+// releaseGangs deletes each gang o.gangHold after it is fully bound, until every gang was, the
+// phase's time (pctx) is up, or the placer exits.
+func releaseGangs(ctx, pctx context.Context, kube kubernetes.Interface, o *options, t *gangTracker, p *proc, log *slog.Logger) error {
+	var holds sync.WaitGroup
+	defer holds.Wait()
+	for done := 0; done < o.gangs; done++ {
+		select {
+		case g := <-t.fullCount:
+			holds.Add(1)
+			go func() {
+				defer holds.Done()
+				time.Sleep(o.gangHold)
+				if err := deleteSelected(ctx, kube, v1alpha1.LabelPodGroup+"="+g, "gang "+g); err != nil {
+					log.Warn("bound gang not deleted", "gang", g, "err", err)
+				}
+			}()
+		case <-pctx.Done():
+			return fmt.Errorf("%d of %d gangs placed within %v", done, o.gangs, o.timeout)
+		}
+		if err := p.exited(); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // probe has the placer bind one pod, which shows its caches are synced, and deletes it.

@@ -20,7 +20,12 @@ import (
 // lists (waiting at most StartupAPITimeout for them), repairs what disagrees through
 // policy.Reconcile, writes a fresh checkpoint and every cgroup, and marks the agent started.
 // Without the API server it trusts the checkpoint for every entry and catches up when the pod
-// list arrives, so a restart during an API outage loses no pin.
+// list arrives, so a restart during an API outage loses no pin. Its steps:
+//  1. read the checkpoint, wait for the pod list, list the container cgroups;
+//  2. gather the node's pods and containers into a fresh state (gather), and name the
+//     containers the runtime knows;
+//  3. rebuild the CPU pools and allocate every running pod (rebuild);
+//  4. write every cgroup, and catch up with the API server later if it did not answer.
 func (a *Agent) start(ctx context.Context) (Report, error) {
 	cp, cpErr := a.readCheckpoint()
 	synced := a.waitForPods(ctx)
@@ -35,9 +40,34 @@ func (a *Agent) start(ctx context.Context) (Report, error) {
 	if err != nil {
 		return Report{}, fmt.Errorf("list container cgroups: %w", err)
 	}
+	st, live, err := a.gather(cgs, synced)
+	if err != nil {
+		return Report{}, err
+	}
+	a.mu.Lock()
+	a.st = st
+	a.mu.Unlock()
+	a.identify(ctx, a.toName(st, cp))
+
+	rep, err := a.rebuild(st, live, cp, cpErr, synced)
+	if err != nil {
+		return Report{}, err
+	}
+	if !synced {
+		a.log.Warn("the API server did not list this node's pods in time; enforcing from the checkpoint and the cgroups until it does",
+			"timeout", a.opts.StartupAPITimeout)
+		go a.awaitPods(ctx)
+	}
+	rep.merge(a.enforce(ctx, target{all: true}))
+	return rep, nil
+}
+
+// gather makes a state with empty CPU pools holding the node's pods (when the pod list came) and
+// its container cgroups, and returns the cgroups by container.
+func (a *Agent) gather(cgs []cgroup.Container, synced bool) (*state, map[cgroup.ContainerRef]cgroup.Container, error) {
 	empty, err := policy.New(a.d.Topology, a.policyConfig())
 	if err != nil {
-		return Report{}, fmt.Errorf("CPU pools: %w", err)
+		return nil, nil, fmt.Errorf("CPU pools: %w", err)
 	}
 	st := newState(empty)
 	if synced {
@@ -59,12 +89,15 @@ func (a *Agent) start(ctx context.Context) (Report, error) {
 		st.nameOf(c)
 		st.ctrs[cg.Ref] = c
 	}
-	a.mu.Lock()
-	a.st = st
-	a.mu.Unlock()
-	a.identify(ctx, a.toName(st, cp))
+	return st, live, nil
+}
 
+// rebuild reconciles the checkpoint with what the cgroups and the pods say into the state's CPU
+// pools, reporting every repair, allocates every pod that has not ended, and marks the agent
+// started. On failure it leaves the agent without state.
+func (a *Agent) rebuild(st *state, live map[cgroup.ContainerRef]cgroup.Container, cp *policy.Checkpoint, cpErr error, synced bool) (Report, error) {
 	a.mu.Lock()
+	defer a.mu.Unlock()
 	observed := observe(st, live, cp, synced)
 	alloc, repairs, err := policy.Reconcile(policy.ReconcileInput{
 		Topology: a.d.Topology, Config: a.policyConfig(), Host: a.opts.NodeName,
@@ -72,7 +105,6 @@ func (a *Agent) start(ctx context.Context) (Report, error) {
 	})
 	if err != nil {
 		a.st = nil
-		a.mu.Unlock()
 		return Report{}, fmt.Errorf("rebuild the CPU pools: %w", err)
 	}
 	st.alloc = alloc
@@ -91,13 +123,6 @@ func (a *Agent) start(ctx context.Context) (Report, error) {
 	a.notify()
 	a.log.Info("started enforcing", "pods", len(st.pods), "containers", len(st.ctrs), "exclusive", alloc.Len(),
 		"shared", alloc.SharedCPUs().String(), "reserved", alloc.ReservedCPUs().String(), "apiServer", synced, "repairs", len(repairs))
-	a.mu.Unlock()
-	if !synced {
-		a.log.Warn("the API server did not list this node's pods in time; enforcing from the checkpoint and the cgroups until it does",
-			"timeout", a.opts.StartupAPITimeout)
-		go a.awaitPods(ctx)
-	}
-	rep.merge(a.enforce(ctx, target{all: true}))
 	return rep, nil
 }
 

@@ -51,61 +51,13 @@ type Labels struct {
 	ErrorReasons []string
 }
 
-// NewAgent creates the agent's metrics and registers them with reg.
+// NewAgent creates the agent's metrics — of its pinning work, then of its checkpoint and
+// reports — sets every label value it knows to zero, so that a dashboard sees them before the
+// first event, and registers the metrics with reg.
 func NewAgent(reg prometheus.Registerer, labels Labels) (*Agent, error) {
-	m := &Agent{
-		pins: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: namespace, Subsystem: subsystem, Name: "pins_total",
-			Help: "Exclusive pins written to a container's cgroup for the first time, by how the agent learnt of the container.",
-		}, []string{"path"}),
-		window: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Namespace: namespace, Subsystem: subsystem, Name: "unpinned_window_seconds",
-			Help:    "Time from noticing a pinned container's cgroup to the end of writing its exclusive cpuset, by path.",
-			Buckets: windowBuckets,
-		}, []string{"path"}),
-		allocations: prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: namespace, Subsystem: subsystem, Name: "allocations_total",
-			Help: "Exclusive CPU assignments made to containers.",
-		}),
-		releases: prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: namespace, Subsystem: subsystem, Name: "releases_total",
-			Help: "Exclusive CPU assignments returned to the shared pool.",
-		}),
-		repairs: prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: namespace, Subsystem: subsystem, Name: "repairs_total",
-			Help: "Container cgroups rewritten because they no longer held what the agent wrote.",
-		}),
-		startupRepairs: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: namespace, Subsystem: subsystem, Name: "startup_repairs_total",
-			Help: "Conflicts the start-up rebuild resolved between checkpoint, cgroups and API server, by reason.",
-		}, []string{"reason"}),
-		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: namespace, Subsystem: subsystem, Name: "errors_total",
-			Help: "Failures by reason; the agent's log says what failed.",
-		}, []string{"reason"}),
-		checkpointWrites: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: namespace, Subsystem: subsystem, Name: "checkpoint_writes_total",
-			Help: "Checkpoint file writes, by result.",
-		}, []string{"result"}),
-		checkpointDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Namespace: namespace, Subsystem: subsystem, Name: "checkpoint_write_duration_seconds",
-			Help:    "Time to write the checkpoint file durably (successful writes).",
-			Buckets: ioBuckets,
-		}),
-		publishes: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: namespace, Subsystem: subsystem, Name: "nrt_publishes_total",
-			Help: "NodeResourceTopology applies, by result.",
-		}, []string{"result"}),
-		publishLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Namespace: namespace, Subsystem: subsystem, Name: "nrt_publish_latency_seconds",
-			Help:    "Time from a state change to its NodeResourceTopology being accepted by the API server.",
-			Buckets: ioBuckets,
-		}),
-		publishedGen: prometheus.NewGauge(prometheus.GaugeOpts{
-			Namespace: namespace, Subsystem: subsystem, Name: "nrt_published_generation",
-			Help: "State generation of the last NodeResourceTopology the API server accepted.",
-		}),
-	}
+	m := &Agent{}
+	m.pinningMetrics()
+	m.stateMetrics()
 	for _, p := range labels.Paths {
 		m.pins.WithLabelValues(p)
 		m.window.WithLabelValues(p)
@@ -124,6 +76,65 @@ func NewAgent(reg prometheus.Registerer, labels Labels) (*Agent, error) {
 		}
 	}
 	return m, nil
+}
+
+// pinningMetrics makes the metrics of pins, allocations, repairs and failures.
+func (m *Agent) pinningMetrics() {
+	m.pins = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: namespace, Subsystem: subsystem, Name: "pins_total",
+		Help: "Exclusive pins written to a container's cgroup for the first time, by how the agent learnt of the container.",
+	}, []string{"path"})
+	m.window = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Namespace: namespace, Subsystem: subsystem, Name: "unpinned_window_seconds",
+		Help:    "Time from noticing a pinned container's cgroup to the end of writing its exclusive cpuset, by path.",
+		Buckets: windowBuckets,
+	}, []string{"path"})
+	m.allocations = prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: namespace, Subsystem: subsystem, Name: "allocations_total",
+		Help: "Exclusive CPU assignments made to containers.",
+	})
+	m.releases = prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: namespace, Subsystem: subsystem, Name: "releases_total",
+		Help: "Exclusive CPU assignments returned to the shared pool.",
+	})
+	m.repairs = prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: namespace, Subsystem: subsystem, Name: "repairs_total",
+		Help: "Container cgroups rewritten because they no longer held what the agent wrote.",
+	})
+	m.startupRepairs = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: namespace, Subsystem: subsystem, Name: "startup_repairs_total",
+		Help: "Conflicts the start-up rebuild resolved between checkpoint, cgroups and API server, by reason.",
+	}, []string{"reason"})
+	m.errors = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: namespace, Subsystem: subsystem, Name: "errors_total",
+		Help: "Failures by reason; the agent's log says what failed.",
+	}, []string{"reason"})
+}
+
+// stateMetrics makes the metrics of checkpoint writes and NodeResourceTopology publishing.
+func (m *Agent) stateMetrics() {
+	m.checkpointWrites = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: namespace, Subsystem: subsystem, Name: "checkpoint_writes_total",
+		Help: "Checkpoint file writes, by result.",
+	}, []string{"result"})
+	m.checkpointDuration = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Namespace: namespace, Subsystem: subsystem, Name: "checkpoint_write_duration_seconds",
+		Help:    "Time to write the checkpoint file durably (successful writes).",
+		Buckets: ioBuckets,
+	})
+	m.publishes = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: namespace, Subsystem: subsystem, Name: "nrt_publishes_total",
+		Help: "NodeResourceTopology applies, by result.",
+	}, []string{"result"})
+	m.publishLatency = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Namespace: namespace, Subsystem: subsystem, Name: "nrt_publish_latency_seconds",
+		Help:    "Time from a state change to its NodeResourceTopology being accepted by the API server.",
+		Buckets: ioBuckets,
+	})
+	m.publishedGen = prometheus.NewGauge(prometheus.GaugeOpts{
+		Namespace: namespace, Subsystem: subsystem, Name: "nrt_published_generation",
+		Help: "State generation of the last NodeResourceTopology the API server accepted.",
+	})
 }
 
 // PinWritten counts a first exclusive pin of a container and observes its unpinned window.

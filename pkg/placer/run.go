@@ -70,7 +70,9 @@ func DefaultOptions() Options {
 	}
 }
 
-// Run runs the placer until ctx ends or it loses its Lease.
+// Run runs the placer until ctx ends or it loses its Lease: it makes its API clients, checks the
+// APIs it needs, makes the controller with its event recorder (newController), and runs it —
+// under the Lease when leader election is on — beside the metrics server (runLeading).
 func Run(ctx context.Context, opts Options, log *slog.Logger) error {
 	klog.SetSlogLogger(log)
 	cfg, err := restConfig(opts.Kubeconfig)
@@ -91,33 +93,50 @@ func Run(ctx context.Context, opts Options, log *slog.Logger) error {
 	if err := checkAPIs(kube); err != nil {
 		return err
 	}
-
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	// Events get a client of their own, so that their rate limit never delays a binding.
+	c, stop, err := newController(ctx, cfg, kube, dyn, reg, log, opts)
+	if err != nil {
+		return err
+	}
+	defer stop()
+	return runLeading(ctx, opts, log, kube, c, reg)
+}
+
+// newController makes the controller and the events.k8s.io recorder it writes through, as
+// kube-scheduler's: it writes each event as it comes (client-go's core/v1 recorder writes one
+// at a time and drops what queues up behind, most of a burst of bindings) and folds repeats of an
+// event into a series. Events get a client of their own, so that their rate limit never delays a
+// binding. stop shuts the recorder down.
+func newController(ctx context.Context, cfg *rest.Config, kube kubernetes.Interface, dyn dynamic.Interface, reg *prometheus.Registry,
+	log *slog.Logger, opts Options) (*controller.Controller, func(), error) {
 	eventClient, err := kubernetes.NewForConfig(protobuf(cfg))
 	if err != nil {
-		return fmt.Errorf("make event API client: %w", err)
+		return nil, nil, fmt.Errorf("make event API client: %w", err)
 	}
-	// The events.k8s.io recorder, as kube-scheduler's: it writes each event as it comes (client-go's
-	// core/v1 recorder writes one at a time and drops what queues up behind, most of a burst of
-	// bindings) and folds repeats of an event into a series.
 	broadcaster := events.NewBroadcaster(&events.EventSinkImpl{Interface: eventClient.EventsV1()})
-	defer broadcaster.Shutdown()
 	if err := broadcaster.StartRecordingToSinkWithContext(ctx); err != nil {
-		return fmt.Errorf("start recording events: %w", err)
+		broadcaster.Shutdown()
+		return nil, nil, fmt.Errorf("start recording events: %w", err)
 	}
 	recorder := broadcaster.NewRecorder(scheme.Scheme, opts.Controller.SchedulerName)
 	c, err := controller.New(kube, dyn, recorder, reg, log, opts.Controller)
 	if err != nil {
-		return err
+		broadcaster.Shutdown()
+		return nil, nil, err
 	}
+	return c, broadcaster.Shutdown, nil
+}
 
+// runLeading runs the controller, under the Lease when leader election is on, beside the metrics
+// server, until ctx ends or the Lease is lost, and returns the first error of either.
+func runLeading(ctx context.Context, opts Options, log *slog.Logger, kube kubernetes.Interface, c *controller.Controller, reg *prometheus.Registry) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var lease *leaderelection.LeaderElector
 	runErr := make(chan error, 1)
 	if opts.LeaderElect {
+		var err error
 		lease, err = newLease(kube, opts, log, c, cancel, runErr)
 		if err != nil {
 			return err
@@ -127,6 +146,7 @@ func Run(ctx context.Context, opts Options, log *slog.Logger) error {
 	if opts.MetricsAddress != "" {
 		go func() { serveErr <- serve(ctx, opts.MetricsAddress, opts.Profiling, reg, lease) }()
 	}
+	var err error
 	if lease == nil {
 		err = c.Run(ctx)
 	} else {

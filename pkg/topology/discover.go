@@ -119,7 +119,12 @@ func subset(a cpuset.CPUSet, aPath string, b cpuset.CPUSet, bPath string) error 
 	return nil
 }
 
-// readNUMA returns the online NUMA nodes and, indexed by CPU, the node of every online CPU.
+// readNUMA returns the online NUMA nodes and, indexed by CPU, the node of every online CPU:
+//  1. a kernel without NUMA support (no node directory) has one node holding every CPU and all
+//     memory;
+//  2. the node lists (online, possible, has_cpu, has_memory) must agree with each other;
+//  3. each online node's CPUs, memory and distances are read;
+//  4. every online CPU must lie in exactly one node, and the nodes with CPUs must be has_cpu.
 func readNUMA(s *sysfs, online cpuset.CPUSet) ([]NUMANodeSpec, []NUMAID, error) {
 	nodeOf := make([]NUMAID, online.List()[online.Size()-1]+1)
 	for i := range nodeOf {
@@ -131,66 +136,22 @@ func readNUMA(s *sysfs, online cpuset.CPUSet) ([]NUMANodeSpec, []NUMAID, error) 
 		return nil, nil, err
 	}
 	if !ok {
-		mem, err := readBlockMemory(s)
-		if err != nil {
-			return nil, nil, err
-		}
-		for _, cpu := range online.UnsortedList() {
-			nodeOf[cpu] = 0
-		}
-		return []NUMANodeSpec{{ID: 0, MemoryBytes: mem, Distances: []int{10}}}, nodeOf, nil
+		return singleNode(s, online, nodeOf)
 	}
-
-	var nodesOnline, nodesPossible, hasCPU, hasMemory cpuset.CPUSet
-	for _, f := range []struct {
-		name string
-		dst  *cpuset.CPUSet
-	}{{"online", &nodesOnline}, {"possible", &nodesPossible}, {"has_cpu", &hasCPU}, {"has_memory", &hasMemory}} {
-		if *f.dst, err = s.list(dir + "/" + f.name); err != nil {
-			return nil, nil, err
-		}
+	lists, err := readNodeLists(s, dir)
+	if err != nil {
+		return nil, nil, err
 	}
-	if nodesOnline.IsEmpty() {
-		return nil, nil, &FileError{Path: dir + "/online", Want: "at least one online NUMA node", Err: errors.New("the list is empty")}
-	}
-	for _, c := range []struct {
-		set  cpuset.CPUSet
-		name string
-	}{{nodesOnline, "online"}, {hasCPU, "has_cpu"}, {hasMemory, "has_memory"}} {
-		if err := subset(c.set, dir+"/"+c.name, nodesPossible, dir+"/possible"); err != nil {
-			return nil, nil, err
-		}
-	}
-
-	ids := nodesOnline.List()
+	ids := lists.online.List()
 	nodes := make([]NUMANodeSpec, len(ids))
 	withCPUs := make([]int, 0, len(ids))
 	for i, id := range ids {
-		nd := dir + "/node" + strconv.Itoa(id) + "/"
-		cpus, err := s.list(nd + "cpulist")
+		hasCPUs, err := readNode(s, dir, id, len(ids), online, lists.hasMemory, &nodes[i], nodeOf)
 		if err != nil {
 			return nil, nil, err
 		}
-		cpus = cpus.Intersection(online)
-		for _, cpu := range cpus.UnsortedList() {
-			if prev := nodeOf[cpu]; prev >= 0 {
-				return nil, nil, fmt.Errorf("%w: CPU %d is in both %s/node%d/cpulist and %scpulist", ErrInconsistent, cpu, dir, prev, nd)
-			}
-			nodeOf[cpu] = NUMAID(id)
-		}
-		if !cpus.IsEmpty() {
+		if hasCPUs {
 			withCPUs = append(withCPUs, id)
-		}
-		nodes[i].ID = NUMAID(id)
-		if nodes[i].MemoryBytes, err = readMemTotal(s, nd+"meminfo", id); err != nil {
-			return nil, nil, err
-		}
-		if nodes[i].MemoryBytes > 0 != hasMemory.Contains(id) {
-			return nil, nil, fmt.Errorf("%w: %smeminfo says MemTotal is %d bytes but %s/has_memory is %q",
-				ErrInconsistent, nd, nodes[i].MemoryBytes, dir, hasMemory.String())
-		}
-		if nodes[i].Distances, err = readDistances(s, nd+"distance", len(ids)); err != nil {
-			return nil, nil, err
 		}
 	}
 	for _, cpu := range online.List() {
@@ -198,11 +159,86 @@ func readNUMA(s *sysfs, online cpuset.CPUSet) ([]NUMANodeSpec, []NUMAID, error) 
 			return nil, nil, fmt.Errorf("%w: CPU %d is online but in no online node's cpulist under %s", ErrInconsistent, cpu, dir)
 		}
 	}
-	if got := cpuset.New(withCPUs...); !got.Equals(hasCPU) {
+	if got := cpuset.New(withCPUs...); !got.Equals(lists.hasCPU) {
 		return nil, nil, fmt.Errorf("%w: %s/has_cpu is %q but the nodes' cpulists put online CPUs on nodes %q",
-			ErrInconsistent, dir, hasCPU.String(), got.String())
+			ErrInconsistent, dir, lists.hasCPU.String(), got.String())
 	}
 	return nodes, nodeOf, nil
+}
+
+// singleNode is the one NUMA node of a kernel without NUMA support: every online CPU, and the
+// memory the memory blocks hold.
+func singleNode(s *sysfs, online cpuset.CPUSet, nodeOf []NUMAID) ([]NUMANodeSpec, []NUMAID, error) {
+	mem, err := readBlockMemory(s)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, cpu := range online.UnsortedList() {
+		nodeOf[cpu] = 0
+	}
+	return []NUMANodeSpec{{ID: 0, MemoryBytes: mem, Distances: []int{10}}}, nodeOf, nil
+}
+
+// nodeLists are the node directory's lists of nodes.
+type nodeLists struct {
+	online, possible, hasCPU, hasMemory cpuset.CPUSet
+}
+
+// readNodeLists reads the lists and checks that at least one node is online and that every list
+// is a subset of the possible nodes.
+func readNodeLists(s *sysfs, dir string) (nodeLists, error) {
+	var l nodeLists
+	for _, f := range []struct {
+		name string
+		dst  *cpuset.CPUSet
+	}{{"online", &l.online}, {"possible", &l.possible}, {"has_cpu", &l.hasCPU}, {"has_memory", &l.hasMemory}} {
+		var err error
+		if *f.dst, err = s.list(dir + "/" + f.name); err != nil {
+			return l, err
+		}
+	}
+	if l.online.IsEmpty() {
+		return l, &FileError{Path: dir + "/online", Want: "at least one online NUMA node", Err: errors.New("the list is empty")}
+	}
+	for _, c := range []struct {
+		set  cpuset.CPUSet
+		name string
+	}{{l.online, "online"}, {l.hasCPU, "has_cpu"}, {l.hasMemory, "has_memory"}} {
+		if err := subset(c.set, dir+"/"+c.name, l.possible, dir+"/possible"); err != nil {
+			return l, err
+		}
+	}
+	return l, nil
+}
+
+// readNode reads online node id of count into node: its online CPUs (recorded in nodeOf, each
+// CPU in one node only), its memory (which must agree with has_memory) and its distances. It
+// reports whether the node has online CPUs.
+func readNode(s *sysfs, dir string, id, count int, online, hasMemory cpuset.CPUSet, node *NUMANodeSpec, nodeOf []NUMAID) (bool, error) {
+	nd := dir + "/node" + strconv.Itoa(id) + "/"
+	cpus, err := s.list(nd + "cpulist")
+	if err != nil {
+		return false, err
+	}
+	cpus = cpus.Intersection(online)
+	for _, cpu := range cpus.UnsortedList() {
+		if prev := nodeOf[cpu]; prev >= 0 {
+			return false, fmt.Errorf("%w: CPU %d is in both %s/node%d/cpulist and %scpulist", ErrInconsistent, cpu, dir, prev, nd)
+		}
+		nodeOf[cpu] = NUMAID(id)
+	}
+	node.ID = NUMAID(id)
+	if node.MemoryBytes, err = readMemTotal(s, nd+"meminfo", id); err != nil {
+		return false, err
+	}
+	if node.MemoryBytes > 0 != hasMemory.Contains(id) {
+		return false, fmt.Errorf("%w: %smeminfo says MemTotal is %d bytes but %s/has_memory is %q",
+			ErrInconsistent, nd, node.MemoryBytes, dir, hasMemory.String())
+	}
+	if node.Distances, err = readDistances(s, nd+"distance", count); err != nil {
+		return false, err
+	}
+	return !cpus.IsEmpty(), nil
 }
 
 func readMemTotal(s *sysfs, path string, node int) (uint64, error) {

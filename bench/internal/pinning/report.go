@@ -40,7 +40,8 @@ func LoadAvg(procRoot string) string {
 
 // Report summarises the samples, writes pinning.md, pinning.json, samples.json and one PNG
 // per benchmark into o.OutDir, and prints the table (or, with o.Output json, the rows) on
-// stdout.
+// stdout: the rows and the markdown first (markdown), then the JSON files, then one plot per
+// benchmark and way of running (addPlots).
 func Report(samples []Sample, o Options, ctx Context, stdout io.Writer) error {
 	rows, err := Summarize(samples, o.Scenarios, o.Benchmarks)
 	if err != nil {
@@ -49,6 +50,35 @@ func Report(samples []Sample, o Options, ctx Context, stdout io.Writer) error {
 	if err := os.MkdirAll(o.OutDir, 0o755); err != nil {
 		return fmt.Errorf("create report directory: %w", err)
 	}
+	md := markdown(rows, o, ctx)
+	files := map[string][]byte{"pinning.md": []byte(md)}
+	for name, v := range map[string]any{"pinning.json": rows, "samples.json": samples, "context.json": ctx} {
+		data, err := json.MarshalIndent(v, "", "  ")
+		if err != nil {
+			return err
+		}
+		files[name] = append(data, '\n')
+	}
+	plots, err := addPlots(files, rows, o, ctx)
+	if err != nil {
+		return err
+	}
+	for name, data := range files {
+		if err := os.WriteFile(filepath.Join(o.OutDir, name), data, 0o644); err != nil {
+			return fmt.Errorf("write report: %w", err)
+		}
+	}
+	if o.Output == "json" {
+		_, err = stdout.Write(files["pinning.json"])
+		return err
+	}
+	_, err = fmt.Fprintf(stdout, "%s\nwritten to %s: pinning.md, pinning.json, samples.json, context.json, %s\n",
+		md, o.OutDir, strings.Join(plots, ", "))
+	return err
+}
+
+// markdown is pinning.md: the command, the machine and its load, the notes, then the table.
+func markdown(rows []Row, o Options, ctx Context) string {
 	var md strings.Builder
 	fmt.Fprintf(&md, "Command: `%s`  \n", ctx.Command)
 	fmt.Fprintf(&md, "%d online CPUs, %d rank(s) per scenario, %d run(s) each, scenarios interleaved; load average before %s, after %s.\n\n",
@@ -63,24 +93,12 @@ func Report(samples []Sample, o Options, ctx Context, stdout io.Writer) error {
 		md.WriteString("\n")
 	}
 	WriteMarkdown(&md, rows)
-	rowsJSON, err := json.MarshalIndent(rows, "", "  ")
-	if err != nil {
-		return err
-	}
-	samplesJSON, err := json.MarshalIndent(samples, "", "  ")
-	if err != nil {
-		return err
-	}
-	ctxJSON, err := json.MarshalIndent(ctx, "", "  ")
-	if err != nil {
-		return err
-	}
-	files := map[string][]byte{
-		"pinning.md":   []byte(md.String()),
-		"pinning.json": append(rowsJSON, '\n'),
-		"samples.json": append(samplesJSON, '\n'),
-		"context.json": append(ctxJSON, '\n'),
-	}
+	return md.String()
+}
+
+// addPlots adds to files one PNG per benchmark (per way of running, when the rows hold more
+// than one) and returns their names in row order.
+func addPlots(files map[string][]byte, rows []Row, o Options, ctx Context) ([]string, error) {
 	vias := map[string]bool{}
 	for _, r := range rows {
 		vias[r.Via] = true
@@ -103,21 +121,10 @@ func Report(samples []Sample, o Options, ctx Context, stdout io.Writer) error {
 		var png strings.Builder
 		title := fmt.Sprintf("EP-%s (%s), %d rank(s): median of %d runs, whiskers min-max", strings.ToUpper(r.Benchmark), r.Via, ctx.Ranks, o.Repeats)
 		if err := WritePlot(&png, title, sub); err != nil {
-			return err
+			return nil, err
 		}
 		files[name] = []byte(png.String())
 		plots = append(plots, name)
 	}
-	for name, data := range files {
-		if err := os.WriteFile(filepath.Join(o.OutDir, name), data, 0o644); err != nil {
-			return fmt.Errorf("write report: %w", err)
-		}
-	}
-	if o.Output == "json" {
-		_, err = stdout.Write(files["pinning.json"])
-		return err
-	}
-	_, err = fmt.Fprintf(stdout, "%s\nwritten to %s: pinning.md, pinning.json, samples.json, context.json, %s\n",
-		md.String(), o.OutDir, strings.Join(plots, ", "))
-	return err
+	return plots, nil
 }

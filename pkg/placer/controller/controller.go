@@ -143,7 +143,8 @@ type Controller struct {
 // gangIndex indexes pods the placer schedules by their gang key.
 const gangIndex = "finegrain.dev/gang"
 
-// New wires a controller to its clients. reg receives the metrics.
+// New wires a controller to its clients. reg receives the metrics. It makes the controller's
+// state, then its informers (watchInformers).
 func New(kube kubernetes.Interface, dyn dynamic.Interface, recorder events.EventRecorder, reg prometheus.Registerer, log *slog.Logger, opts Options) (*Controller, error) {
 	c := &Controller{
 		opts: opts, log: log, kube: kube, dyn: dyn, recorder: recorder, metrics: NewMetrics(reg),
@@ -167,19 +168,29 @@ func New(kube kubernetes.Interface, dyn dynamic.Interface, recorder events.Event
 		pullSince:  map[string]time.Time{},
 		apiSlots:   make(chan struct{}, max(opts.Parallelism, 1)),
 	}
-	c.kubeInformers = informers.NewSharedInformerFactory(kube, opts.ResyncPeriod)
-	c.dynInformers = dynamicinformer.NewDynamicSharedInformerFactory(dyn, opts.ResyncPeriod)
-	c.eventInformers = informers.NewSharedInformerFactoryWithOptions(kube, opts.ResyncPeriod,
+	if err := c.watchInformers(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// watchInformers makes the informers (pods, nodes, NodeResourceTopology objects, HPCJobs and the
+// node agent's refusal events), their listers, and the handlers that feed the snapshot cache and
+// mark what changed.
+func (c *Controller) watchInformers() error {
+	c.kubeInformers = informers.NewSharedInformerFactory(c.kube, c.opts.ResyncPeriod)
+	c.dynInformers = dynamicinformer.NewDynamicSharedInformerFactory(c.dyn, c.opts.ResyncPeriod)
+	c.eventInformers = informers.NewSharedInformerFactoryWithOptions(c.kube, c.opts.ResyncPeriod,
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 			o.FieldSelector = fields.OneTermEqualSelector("reason", ReasonAgentRefused).String()
 		}))
 
 	podInf := c.kubeInformers.Core().V1().Pods()
 	if err := podInf.Informer().SetTransform(stripManagedFields); err != nil {
-		return nil, fmt.Errorf("set up the pod informer: %w", err)
+		return fmt.Errorf("set up the pod informer: %w", err)
 	}
 	if err := podInf.Informer().AddIndexers(cache.Indexers{gangIndex: c.gangIndexFunc}); err != nil {
-		return nil, fmt.Errorf("set up the pod informer: %w", err)
+		return fmt.Errorf("set up the pod informer: %w", err)
 	}
 	c.pods, c.podIndex = podInf.Lister(), podInf.Informer().GetIndexer()
 	c.nodes = c.kubeInformers.Core().V1().Nodes().Lister()
@@ -216,7 +227,7 @@ func New(kube kubernetes.Interface, dyn dynamic.Interface, recorder events.Event
 		podInf.Informer().HasSynced, c.kubeInformers.Core().V1().Nodes().Informer().HasSynced,
 		nrtInf.Informer().HasSynced, jobInf.Informer().HasSynced, eventInf.HasSynced,
 	}
-	return c, nil
+	return nil
 }
 
 // stripManagedFields keeps managed fields out of the pod cache (they are most of a pod's

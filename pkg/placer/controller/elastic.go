@@ -86,7 +86,12 @@ func (c *Controller) runningJob(ns, name string) (*unstructured.Unstructured, *v
 }
 
 // attemptExpand places the workers a running job still lacks (a gang started with
-// minAvailable) or, for an elastic job, as many new workers as fit up to maxReplicas.
+// minAvailable) or, for an elastic job, as many new workers as fit up to maxReplicas:
+//  1. a job no longer running leaves the queue; one with workers still being deleted, or an
+//     elastic one whose rescale is not due or that a higher-priority gang waits for, backs off;
+//  2. the live workers make the gang's base (expansionOf);
+//  3. the waiting workers are placed, or the most new elastic workers that fit (grow);
+//  4. new workers on their node's network get their sshd ports, and the expansion is committed.
 func (c *Controller) attemptExpand(ctx context.Context, e *queue.Entry, now time.Time) {
 	ns, name := splitKey(strings.TrimPrefix(e.Key, expandPrefix+"HPCJob "))
 	u, job, st, ok := c.runningJob(ns, name)
@@ -100,61 +105,9 @@ func (c *Controller) attemptExpand(ctx context.Context, e *queue.Entry, now time
 		c.queue.Failed(e.Key, now)
 		return
 	}
-	wc := plan.ConstraintsOf(&job.Spec.Worker.Spec)
-	base := &plan.Gang{Key: snapshot.HPCJobKey(ns, name), ExclusiveNodes: job.Spec.ExclusiveNodes, Policy: plan.LeastLoaded}
-	if job.Spec.Placement == v1alpha1.MostLoaded {
-		base.Policy = plan.MostLoaded
-	}
-	var waiting []*corev1.Pod
-	next := 0
-	for _, p := range workers {
-		base.Members = append(base.Members, plan.MemberFromPod(p, annotationInt(p, v1alpha1.AnnotationGroup), wc))
-		if p.Spec.NodeName == "" {
-			waiting = append(waiting, p)
-		}
-		next = max(next, workerIndex(name, p)+1)
-	}
-	bound := len(workers) - len(waiting)
+	x := expansionOf(job, workers)
 	snap := c.snapshot(now)
-	try := func(k int) (*plan.Gang, []*corev1.Pod, *plan.Result, error) {
-		g := *base
-		g.Members = slices.Clone(base.Members)
-		var fresh []*corev1.Pod
-		for i := range k {
-			w := hpcjob.ElasticWorker(job, next+i)
-			pod := hpcjob.WorkerPod(job, w, c.opts.SchedulerName)
-			fresh = append(fresh, pod)
-			g.Members = append(g.Members, plan.MemberFromPod(pod, w.Group, wc))
-		}
-		for _, m := range g.Members {
-			g.Groups = max(g.Groups, m.Group+1)
-		}
-		if k == 0 {
-			g.MinAvailable = bound + 1
-		}
-		res, err := plan.Plan(snap, &g)
-		return &g, fresh, res, err
-	}
-	var g *plan.Gang
-	var fresh []*corev1.Pod
-	var res *plan.Result
-	var err error
-	if len(waiting) > 0 {
-		g, fresh, res, err = try(0)
-	} else if el != nil {
-		lo, hi := 0, int(el.MaxReplicas)-len(workers)
-		for lo < hi {
-			mid := lo + (hi-lo+1)/2
-			if mg, mf, mr, merr := try(mid); merr == nil {
-				g, fresh, res, lo = mg, mf, mr, mid
-			} else {
-				hi = mid - 1
-			}
-		}
-		if lo == 0 {
-			err = fmt.Errorf("no room for another worker")
-		}
-	}
+	g, fresh, res, err := c.grow(snap, job, x)
 	if err == nil && res != nil {
 		fresh, err = c.withSSHPorts(job, snap, g, res, fresh)
 	}
@@ -163,6 +116,79 @@ func (c *Controller) attemptExpand(ctx context.Context, e *queue.Entry, now time
 		return
 	}
 	c.commitExpand(ctx, snap, e, u, job, st, g, res, workers, fresh, now)
+}
+
+// expansion is a running job's gang of live workers, to which new workers are added.
+type expansion struct {
+	base *plan.Gang
+	wc   *plan.Constraints
+	// live and waiting count the live workers and those not bound yet; next is the index the
+	// next new worker gets.
+	live, waiting, next int
+}
+
+func expansionOf(job *v1alpha1.HPCJob, workers []*corev1.Pod) expansion {
+	x := expansion{wc: plan.ConstraintsOf(&job.Spec.Worker.Spec), live: len(workers),
+		base: &plan.Gang{Key: snapshot.HPCJobKey(job.Namespace, job.Name), ExclusiveNodes: job.Spec.ExclusiveNodes, Policy: plan.LeastLoaded}}
+	if job.Spec.Placement == v1alpha1.MostLoaded {
+		x.base.Policy = plan.MostLoaded
+	}
+	for _, p := range workers {
+		x.base.Members = append(x.base.Members, plan.MemberFromPod(p, annotationInt(p, v1alpha1.AnnotationGroup), x.wc))
+		if p.Spec.NodeName == "" {
+			x.waiting++
+		}
+		x.next = max(x.next, workerIndex(job.Name, p)+1)
+	}
+	return x
+}
+
+// grow plans the expansion: the waiting workers, at least one more of them bound, when any
+// wait; else for an elastic job the most new workers (ElasticWorker) that fit, found by binary
+// search. It returns a nil result when there is nothing to do.
+func (c *Controller) grow(snap *snapshot.Snapshot, job *v1alpha1.HPCJob, x expansion) (*plan.Gang, []*corev1.Pod, *plan.Result, error) {
+	try := func(k int) (*plan.Gang, []*corev1.Pod, *plan.Result, error) {
+		g := *x.base
+		g.Members = slices.Clone(x.base.Members)
+		var fresh []*corev1.Pod
+		for i := range k {
+			w := hpcjob.ElasticWorker(job, x.next+i)
+			pod := hpcjob.WorkerPod(job, w, c.opts.SchedulerName)
+			fresh = append(fresh, pod)
+			g.Members = append(g.Members, plan.MemberFromPod(pod, w.Group, x.wc))
+		}
+		for _, m := range g.Members {
+			g.Groups = max(g.Groups, m.Group+1)
+		}
+		if k == 0 {
+			g.MinAvailable = x.live - x.waiting + 1
+		}
+		res, err := plan.Plan(snap, &g)
+		return &g, fresh, res, err
+	}
+	el := job.Spec.Elastic
+	switch {
+	case x.waiting > 0:
+		return try(0)
+	case el == nil:
+		return nil, nil, nil, nil
+	}
+	var g *plan.Gang
+	var fresh []*corev1.Pod
+	var res *plan.Result
+	lo, hi := 0, int(el.MaxReplicas)-x.live
+	for lo < hi {
+		mid := lo + (hi-lo+1)/2
+		if mg, mf, mr, merr := try(mid); merr == nil {
+			g, fresh, res, lo = mg, mf, mr, mid
+		} else {
+			hi = mid - 1
+		}
+	}
+	if lo == 0 {
+		return nil, nil, nil, fmt.Errorf("no room for another worker")
+	}
+	return g, fresh, res, nil
 }
 
 // withSSHPorts gives new workers on their node's network the sshd ports free on the nodes the

@@ -209,7 +209,12 @@ func (c *Controller) finishJob(ctx context.Context, u *unstructured.Unstructured
 	c.log.Info("HPCJob finished", "job", key, "phase", phase, "reason", reason)
 }
 
-// attemptJob plans a pending job and, when it fits, starts binding it.
+// attemptJob plans a pending job and, when it fits, starts binding it:
+//  1. a job gone, unreadable or no longer pending leaves the queue;
+//  2. pods of an interrupted attempt are removed first (clearInterrupted);
+//  3. the job is planned on the snapshot and its sshd ports assigned; a job that does not fit
+//     backs off (gangFailed);
+//  4. the binding is described (jobBinding) and committed.
 func (c *Controller) attemptJob(ctx context.Context, e *queue.Entry, now time.Time) {
 	ns, name := splitKey(strings.TrimPrefix(e.Key, "HPCJob "))
 	u, ok := c.jobObject(ns, name)
@@ -226,19 +231,7 @@ func (c *Controller) attemptJob(ctx context.Context, e *queue.Entry, now time.Ti
 		c.mu.Unlock()
 		return
 	}
-	if left := c.jobPods(ns, name, now); len(left) > 0 {
-		// Pods of an interrupted attempt (the placer restarted mid-binding): remove them and
-		// start over, never keep half a gang.
-		var live []*corev1.Pod
-		for _, p := range left {
-			if p.DeletionTimestamp == nil {
-				live = append(live, p)
-			}
-		}
-		zero := int64(0)
-		c.deletePods(ctx, live, &zero)
-		c.queue.Failed(e.Key, now)
-		c.log.Info("removing pods of an interrupted placement", "job", ns+"/"+name, "pods", len(left))
+	if c.clearInterrupted(ctx, e, ns, name, now) {
 		return
 	}
 	snap := c.snapshot(now)
@@ -256,6 +249,34 @@ func (c *Controller) attemptJob(ctx context.Context, e *queue.Entry, now time.Ti
 		c.gangFailed(ctx, e, u, st, err, now, nil)
 		return
 	}
+	c.commit(ctx, snap, jobBinding(e, job, u, st, jp, now))
+}
+
+// clearInterrupted deletes the pods of an interrupted attempt (the placer restarted
+// mid-binding) and backs the job off: a gang is never kept by halves. It reports whether there
+// were any.
+func (c *Controller) clearInterrupted(ctx context.Context, e *queue.Entry, ns, name string, now time.Time) bool {
+	left := c.jobPods(ns, name, now)
+	if len(left) == 0 {
+		return false
+	}
+	var live []*corev1.Pod
+	for _, p := range left {
+		if p.DeletionTimestamp == nil {
+			live = append(live, p)
+		}
+	}
+	zero := int64(0)
+	c.deletePods(ctx, live, &zero)
+	c.queue.Failed(e.Key, now)
+	c.log.Info("removing pods of an interrupted placement", "job", ns+"/"+name, "pods", len(left))
+	return true
+}
+
+// jobBinding describes the binding of a planned job: every worker pod created (bound to its
+// node with its NUMA node annotated, or unbound when minAvailable left it out), the launcher
+// created at once under AtStartup, and the Running status with the placements it records.
+func jobBinding(e *queue.Entry, job *v1alpha1.HPCJob, u *unstructured.Unstructured, st *v1alpha1.HPCJobStatus, jp *hpcjob.JobPlan, now time.Time) *bindOp {
 	op := &bindOp{key: e.Key, kind: opJob, entry: *e, job: job, jobObj: u, started: now, note: jp.Note, sshSecret: true,
 		configMap: hpcjob.HostfileConfigMap(job, jp.Workers), service: hpcjob.Service(job)}
 	placed := map[int]bool{}
@@ -288,7 +309,7 @@ func (c *Controller) attemptJob(ctx context.Context, e *queue.Entry, now time.Ti
 	}
 	setCondition(st, ConditionScheduled, metav1.ConditionTrue, ReasonBound, msg)
 	op.status = st
-	c.commit(ctx, snap, op)
+	return op
 }
 
 // commit records an accepted plan as assumptions (on the snapshot and for the next ones) and

@@ -223,13 +223,26 @@ func WorkerPod(job *v1alpha1.HPCJob, w Worker, schedulerName string) *corev1.Pod
 	useClusterDNS(&pod.Spec)
 	logsOnError(&pod.Spec)
 	addSSHVolume(job, &pod.Spec)
+	c := &pod.Spec.Containers[0]
+	setTaskResources(job, w, c)
+	c.VolumeMounts = append(c.VolumeMounts, sshMount(job))
+	if w.Port == 0 {
+		// Planned before its port is chosen: AssignSSHPorts rebuilds the pod with one.
+		return pod
+	}
+	addSSHPort(job, w, c, pod.Spec.HostNetwork)
+	return pod
+}
+
+// setTaskResources makes the worker's container ask for, and be limited to, the task resources
+// times its tasks.
+func setTaskResources(job *v1alpha1.HPCJob, w Worker, c *corev1.Container) {
 	res := corev1.ResourceList{}
 	cpu := job.Spec.TaskResources.CPU.MilliValue() * int64(w.Tasks)
 	res[corev1.ResourceCPU] = *resource.NewMilliQuantity(cpu, resource.DecimalSI)
 	if mem := job.Spec.TaskResources.Memory.Value(); mem > 0 {
 		res[corev1.ResourceMemory] = *resource.NewQuantity(mem*int64(w.Tasks), resource.BinarySI)
 	}
-	c := &pod.Spec.Containers[0]
 	if c.Resources.Requests == nil {
 		c.Resources.Requests = corev1.ResourceList{}
 	}
@@ -240,13 +253,14 @@ func WorkerPod(job *v1alpha1.HPCJob, w Worker, schedulerName string) *corev1.Pod
 		c.Resources.Requests[k] = v
 		c.Resources.Limits[k] = v
 	}
-	c.VolumeMounts = append(c.VolumeMounts, sshMount(job))
-	if w.Port == 0 {
-		// Planned before its port is chosen: AssignSSHPorts rebuilds the pod with one.
-		return pod
-	}
+}
+
+// addSSHPort gives the worker's container its sshd port (on the node's network too when the pod
+// uses it), a readiness probe on it unless the template has one, and the environment the MPI
+// image's entrypoint reads.
+func addSSHPort(job *v1alpha1.HPCJob, w Worker, c *corev1.Container, hostNetwork bool) {
 	port := corev1.ContainerPort{Name: sshPortName, ContainerPort: w.Port, Protocol: corev1.ProtocolTCP}
-	if pod.Spec.HostNetwork {
+	if hostNetwork {
 		port.HostPort = w.Port
 	}
 	c.Ports = append(c.Ports, port)
@@ -259,7 +273,6 @@ func WorkerPod(job *v1alpha1.HPCJob, w Worker, schedulerName string) *corev1.Pod
 		}
 	}
 	c.Env = addEnv(c.Env, mpi.WorkerEnv(job.Spec.MPIImplementation, job.Spec.SSHAuthMountPath, w.Port))
-	return pod
 }
 
 // LauncherPod is the pod that runs mpirun, in the shared pool: the launcher template with the

@@ -47,7 +47,11 @@ type runner struct {
 
 // Measure runs o.Scenarios as pods on the node, o.Repeats times, and restores the node agent
 // as it found it. It must run on that node: the ranks' default count and STREAM's array size
-// come from this machine's sysfs, the kubelet's policy from its checkpoint.
+// come from this machine's sysfs, the kubelet's policy from its checkpoint. Its steps:
+//  1. find the node, the kubelet's CPU manager policy and the machine, and keep the scenarios
+//     the node can run (survey);
+//  2. take control of the node agent and make the bench's namespace, both undone at the end;
+//  3. run every benchmark of every scenario, repeat by repeat (runAll).
 func Measure(ctx context.Context, o Options, log *slog.Logger) (m Measurement, err error) {
 	if err := o.Validate(); err != nil {
 		return m, err
@@ -60,35 +64,9 @@ func Measure(ctx context.Context, o Options, log *slog.Logger) (m Measurement, e
 	if err != nil {
 		return m, err
 	}
-	node, err := findNode(ctx, client, o.Node)
+	node, online, err := survey(ctx, client, &o, &m, log)
 	if err != nil {
 		return m, err
-	}
-	policy, err := kubeletpolicy.Check(o.KubeletRoot)
-	if err != nil {
-		return m, err
-	}
-	m.Policy = policy.Policy
-	if m.Policy == "" {
-		m.Policy = kubeletpolicy.PolicyNone
-	}
-	topo, err := topology.Discover(o.SysfsRoot)
-	if err != nil {
-		return m, err
-	}
-	m.Ranks = o.Ranks
-	if m.Ranks == 0 {
-		m.Ranks = pinning.DefaultRanks(topo)
-	}
-	scenarios, notes := runnable(o.Scenarios, m.Policy, m.Ranks, topo.OnlineCPUs.Size())
-	m.Scenarios, m.Notes = scenarios, notes
-	for _, n := range notes {
-		log.Warn("scenario left out", "reason", n)
-	}
-	if o.ArrayLen == 0 && slices.Contains(o.Benchmarks, result.BenchSTREAM) {
-		if o.ArrayLen, err = stream.DefaultLen(o.SysfsRoot); err != nil {
-			return m, err
-		}
 	}
 	hostname := node.Labels[corev1.LabelHostname]
 	if hostname == "" {
@@ -107,25 +85,67 @@ func Measure(ctx context.Context, o Options, log *slog.Logger) (m Measurement, e
 		return m, err
 	}
 	defer func() { err = errors.Join(err, k.close(cleanup, o.PodTimeout)) }()
-	r := &runner{o: o, kube: k, agent: agent, node: hostname, online: topo.OnlineCPUs, ranks: m.Ranks, log: log}
-	log.Info("bench on the cluster", "node", node.Name, "policy", m.Policy, "ranks", m.Ranks, "scenarios", scenarios, "namespace", k.ns)
-	for rep := range o.Repeats {
-		for _, sc := range order(scenarios, rep) {
-			if err := agent.set(ctx, needsAgent(sc)); err != nil {
-				return m, err
+	r := &runner{o: o, kube: k, agent: agent, node: hostname, online: online, ranks: m.Ranks, log: log}
+	log.Info("bench on the cluster", "node", node.Name, "policy", m.Policy, "ranks", m.Ranks, "scenarios", m.Scenarios, "namespace", k.ns)
+	return m, r.runAll(ctx, &m)
+}
+
+// survey finds the node, the kubelet's CPU manager policy and the machine's topology, and sets
+// what follows from them in m (policy, ranks, the scenarios kept and why others were not) and
+// o (STREAM's array size). It returns the node and its online CPUs.
+func survey(ctx context.Context, client kubernetes.Interface, o *Options, m *Measurement, log *slog.Logger) (*corev1.Node, cpuset.CPUSet, error) {
+	node, err := findNode(ctx, client, o.Node)
+	if err != nil {
+		return nil, cpuset.CPUSet{}, err
+	}
+	policy, err := kubeletpolicy.Check(o.KubeletRoot)
+	if err != nil {
+		return nil, cpuset.CPUSet{}, err
+	}
+	m.Policy = policy.Policy
+	if m.Policy == "" {
+		m.Policy = kubeletpolicy.PolicyNone
+	}
+	topo, err := topology.Discover(o.SysfsRoot)
+	if err != nil {
+		return nil, cpuset.CPUSet{}, err
+	}
+	m.Ranks = o.Ranks
+	if m.Ranks == 0 {
+		m.Ranks = pinning.DefaultRanks(topo)
+	}
+	m.Scenarios, m.Notes = runnable(o.Scenarios, m.Policy, m.Ranks, topo.OnlineCPUs.Size())
+	for _, n := range m.Notes {
+		log.Warn("scenario left out", "reason", n)
+	}
+	if o.ArrayLen == 0 && slices.Contains(o.Benchmarks, result.BenchSTREAM) {
+		if o.ArrayLen, err = stream.DefaultLen(o.SysfsRoot); err != nil {
+			return nil, cpuset.CPUSet{}, err
+		}
+	}
+	return node, topo.OnlineCPUs, nil
+}
+
+// runAll runs every benchmark of every kept scenario, repeat by repeat, switching the node agent
+// on or off as each scenario needs, and adds the samples to m.
+func (r *runner) runAll(ctx context.Context, m *Measurement) error {
+	for rep := range r.o.Repeats {
+		for _, sc := range order(m.Scenarios, rep) {
+			if err := r.agent.set(ctx, needsAgent(sc)); err != nil {
+				return err
 			}
-			for _, bm := range o.Benchmarks {
+			for _, bm := range r.o.Benchmarks {
 				s, err := r.runOne(ctx, sc, bm, rep)
 				if err != nil {
-					return m, fmt.Errorf("scenario %s, %s, repeat %d: %w", sc, bm, rep+1, err)
+					return fmt.Errorf("scenario %s, %s, repeat %d: %w", sc, bm, rep+1, err)
 				}
-				log.Info("sample", "via", pinning.ViaPods, "scenario", sc, "benchmark", bm, "repeat", rep+1, "rate", s.Run.Total.Rate, "unit", s.Run.Unit,
+				r.log.Info("sample", "via", pinning.ViaPods, "scenario", sc, "benchmark", bm, "repeat", rep+1, "rate", s.Run.Total.Rate, "unit", s.Run.Unit,
 					"ranks", s.Ranks, "neighbour", s.Neighbour)
 				m.Samples = append(m.Samples, s)
 			}
 		}
 	}
-	return m, nil
+	return nil
 }
 
 // findNode returns the named node, or the cluster's only node when name is empty.
@@ -216,37 +236,9 @@ func (r *runner) runOne(ctx context.Context, scenario, benchmark string, rep int
 	if set.startAt.Before(earliest) {
 		set.startAt = earliest
 	}
-	var names []string
-	for i, g := range plan.groups {
-		name := fmt.Sprintf("%s-w%d", prefix, i)
-		if err := r.kube.create(ctx, workerPod(name, g, set)); err != nil {
-			return s, err
-		}
-		names = append(names, name)
-	}
-	done, err := r.kube.wait(ctx, names, "finished", time.Until(set.startAt)+r.o.PodTimeout, ended)
+	procs, backend, err := r.runWorkers(ctx, plan, set, prefix)
 	if err != nil {
 		return s, err
-	}
-	var procs []result.Process
-	var backend string
-	for _, name := range names {
-		log, err := r.kube.logs(ctx, name)
-		if err != nil {
-			return s, err
-		}
-		if p := done[name]; p.Status.Phase != corev1.PodSucceeded {
-			return s, fmt.Errorf("worker pod %s/%s %s; its log ends: %s", r.kube.ns, name, observe.PodSummary(p), tail(log))
-		}
-		run, err := parseRunLog(log)
-		if err != nil {
-			return s, fmt.Errorf("worker pod %s/%s: %w", r.kube.ns, name, err)
-		}
-		for _, p := range run.Processes {
-			p.Rank = len(procs)
-			procs = append(procs, p)
-		}
-		backend = run.Backend
 	}
 	s = pinning.Sample{Via: pinning.ViaPods, Scenario: scenario, Benchmark: benchmark, Repeat: rep, Neighbour: "none"}
 	unit := result.UnitGBs
@@ -272,6 +264,45 @@ func (r *runner) runOne(ctx context.Context, scenario, benchmark string, rep int
 		s.Neighbour = r.spell(nr.Affinity)
 	}
 	return s, nil
+}
+
+// runWorkers creates the plan's worker pods, waits for them to finish and reads every rank's
+// result from their logs, ranks numbered across the pods; it returns them and the DGEMM backend
+// the ranks report.
+func (r *runner) runWorkers(ctx context.Context, plan podPlan, set podSettings, prefix string) ([]result.Process, string, error) {
+	var names []string
+	for i, g := range plan.groups {
+		name := fmt.Sprintf("%s-w%d", prefix, i)
+		if err := r.kube.create(ctx, workerPod(name, g, set)); err != nil {
+			return nil, "", err
+		}
+		names = append(names, name)
+	}
+	done, err := r.kube.wait(ctx, names, "finished", time.Until(set.startAt)+r.o.PodTimeout, ended)
+	if err != nil {
+		return nil, "", err
+	}
+	var procs []result.Process
+	var backend string
+	for _, name := range names {
+		log, err := r.kube.logs(ctx, name)
+		if err != nil {
+			return nil, "", err
+		}
+		if p := done[name]; p.Status.Phase != corev1.PodSucceeded {
+			return nil, "", fmt.Errorf("worker pod %s/%s %s; its log ends: %s", r.kube.ns, name, observe.PodSummary(p), tail(log))
+		}
+		run, err := parseRunLog(log)
+		if err != nil {
+			return nil, "", fmt.Errorf("worker pod %s/%s: %w", r.kube.ns, name, err)
+		}
+		for _, p := range run.Processes {
+			p.Rank = len(procs)
+			procs = append(procs, p)
+		}
+		backend = run.Backend
+	}
+	return procs, backend, nil
 }
 
 // ranksPlacement spells where the ranks timed: the union of their CPUs at the start when
