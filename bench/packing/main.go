@@ -1,7 +1,8 @@
 // Command packing compares finegrain's exclusive-core allocator (pkg/policy) with a model of the
 // kubelet static CPU manager's packing rule (takeByTopologyNUMAPacked under the single-numa-node
-// topology-manager policy) on seeded random request/release streams over captured machines and
-// synthetic ones, and prints a markdown table: how many requests each admits inside one NUMA
+// topology-manager policy) on seeded random request/release streams over the machines of
+// pkg/topology/testdata (one sysfs tree captured, the others generated from documented layouts)
+// and synthetic ones, and prints a markdown table: how many requests each admits inside one NUMA
 // node, how many it refuses although the machine had room (fragmentation), how many grants
 // straddle more L3 groups than needed, and the CPU utilisation reached.
 //
@@ -32,7 +33,7 @@ func main() {
 	fs.IntVar(&o.seeds, "seeds", 10, "random streams per machine and stream kind")
 	fs.IntVar(&o.arrivals, "arrivals", 2000, "requests per stream")
 	fs.Float64Var(&o.load, "load", 1.5, "offered load: mean request size × mean lifetime / allocatable CPUs")
-	fs.StringVar(&o.fixtures, "fixtures", filepath.Join("pkg", "topology", "testdata"), "directory of captured sysfs trees (pkg/topology/testdata)")
+	fs.StringVar(&o.fixtures, "fixtures", filepath.Join("pkg", "topology", "testdata"), "directory of sysfs trees, captured or generated (pkg/topology/testdata)")
 	fs.Parse(os.Args[1:])
 	if err := compare(os.Stdout, o); err != nil {
 		fmt.Fprintln(os.Stderr, "packing:", err)
@@ -46,7 +47,7 @@ type machine struct {
 	topo *topology.Topology
 }
 
-// fixtureNames are the captured machines with enough CPUs to pin anything.
+// fixtureNames are the fixture machines (generated sysfs trees) with enough CPUs to pin anything.
 var fixtureNames = []string{
 	"xeon-e5-2697v4-2s",
 	"xeon-gold-6248-2s-smt",

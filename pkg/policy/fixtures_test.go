@@ -9,7 +9,8 @@ import (
 	"github.com/finegrain-dev/finegrain/pkg/topology"
 )
 
-// fixtures are the captured sysfs trees of real machines that pkg/topology keeps.
+// fixtures are the sysfs trees pkg/topology keeps: one captured from this project's development
+// VM, the others generated from the documented layouts of real machines (its testdata/README.md).
 var fixtures = []string{
 	"epyc-7451-2s-smt",
 	"vm-kvm-epyc-2cpu",
