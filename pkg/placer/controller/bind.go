@@ -284,9 +284,15 @@ func (c *Controller) ensureService(ctx context.Context, job *v1alpha1.HPCJob, sv
 
 // deletePods removes pods in the background: workers of a finished or shrinking job (with
 // their grace period, grace nil) or pods of an attempt being rolled back (grace 0: they never
-// ran their workload, and their names must be free for the next attempt).
+// ran their workload, and their names must be free for the next attempt). A pod whose UID is
+// known is deleted only if it is still that pod: a pod made again under its name since (a
+// retried launcher) is not the one meant, and the API server refuses with a conflict.
 func (c *Controller) deletePods(ctx context.Context, pods []*corev1.Pod, grace *int64) {
 	for _, p := range pods {
+		opts := metav1.DeleteOptions{GracePeriodSeconds: grace}
+		if uid := p.UID; uid != "" {
+			opts.Preconditions = &metav1.Preconditions{UID: &uid}
+		}
 		c.binds.Add(1)
 		go func() {
 			defer c.binds.Done()
@@ -294,8 +300,8 @@ func (c *Controller) deletePods(ctx context.Context, pods []*corev1.Pod, grace *
 				return
 			}
 			defer c.release()
-			err := c.kube.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: grace})
-			if err != nil && !apierrors.IsNotFound(err) {
+			err := c.kube.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, opts)
+			if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 				c.log.Warn("delete pod failed", "pod", podKey(p), "err", err)
 			}
 		}()

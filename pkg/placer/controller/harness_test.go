@@ -82,6 +82,7 @@ type harness struct {
 	mu       sync.Mutex
 	failBind map[string]int // pod name → bindings left to fail
 	bindings int
+	uids     int
 }
 
 func testOptions() Options {
@@ -106,6 +107,8 @@ func newHarness(t *testing.T, opts Options, objs ...runtime.Object) *harness {
 	h.dyn = dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{
 		nrt.GroupVersionResource: "NodeResourceTopologyList", v1alpha1.GroupVersionResource: "HPCJobList",
 	}, dynamic...)
+	h.kube.PrependReactor("create", "pods", h.giveUID)
+	h.kube.PrependReactor("delete", "pods", h.checkUID)
 	h.kube.PrependReactor("create", "pods", h.bind)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	if testing.Verbose() {
@@ -142,6 +145,44 @@ func (h *harness) stop() {
 
 // bind handles the pod writes that bind: the binding subresource and a pod created with its
 // node set. Either may be told to fail.
+// giveUID stores a created pod with a UID of its own, as the API server does (the fake gives
+// none): a pod made again under its name is then told from its predecessor as in a cluster,
+// instead of by the racy fallback for pods whose UID is unknown.
+func (h *harness) giveUID(a k8stesting.Action) (bool, runtime.Object, error) {
+	pod, ok := a.(k8stesting.CreateAction).GetObject().(*corev1.Pod)
+	if !ok || pod.UID != "" {
+		return false, nil, nil
+	}
+	pod = pod.DeepCopy()
+	h.mu.Lock()
+	h.uids++
+	pod.UID = k8stypes.UID(fmt.Sprintf("uid-%s-%d", pod.Name, h.uids))
+	h.mu.Unlock()
+	if err := h.kube.Tracker().Create(podsGVR, pod, pod.Namespace); err != nil {
+		return true, nil, err
+	}
+	return true, pod, nil
+}
+
+// checkUID refuses a deletion whose UID precondition names another pod than the one stored, as
+// the API server does (the fake ignores preconditions).
+func (h *harness) checkUID(a k8stesting.Action) (bool, runtime.Object, error) {
+	da := a.(k8stesting.DeleteAction)
+	pre := da.GetDeleteOptions().Preconditions
+	if pre == nil || pre.UID == nil {
+		return false, nil, nil
+	}
+	obj, err := h.kube.Tracker().Get(podsGVR, da.GetNamespace(), da.GetName())
+	if err != nil {
+		return false, nil, nil
+	}
+	if uid := obj.(*corev1.Pod).UID; uid != *pre.UID {
+		return true, nil, apierrors.NewConflict(podsGVR.GroupResource(), da.GetName(),
+			fmt.Errorf("precondition failed: UID in precondition: %s, UID in object meta: %s", *pre.UID, uid))
+	}
+	return false, nil, nil
+}
+
 func (h *harness) bind(a k8stesting.Action) (bool, runtime.Object, error) {
 	ca := a.(k8stesting.CreateAction)
 	var name string

@@ -205,7 +205,7 @@ func TestLauncherRetriedWithinBackoffLimit(t *testing.T) {
 		s.ContainerStatuses = []corev1.ContainerStatus{{Name: "mpirun", State: corev1.ContainerState{
 			Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, Reason: "Error", Message: "rank 0 aborted\nMPI_ABORT was invoked"}}}}
 	})
-	// The fakes give no UIDs: a new pod is one without the old one's status.
+	// A new pod is one without the old one's status.
 	h.eventually("a new launcher", func() bool {
 		p, ok := h.lookup("hpc", "j-launcher")
 		return ok && p.Status.Phase == "" && h.job("hpc", "j").Status.Restarts == 1
