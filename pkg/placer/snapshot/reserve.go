@@ -47,10 +47,17 @@ func (s *Snapshot) Capacity() *Snapshot {
 		return s.capacity
 	}
 	c := &Snapshot{Nodes: make([]Node, len(s.Nodes))}
+	total := 0
+	for i := range s.Nodes {
+		total += len(s.Nodes[i].zones)
+	}
+	zones := make([]Zone, 0, total) // one array for every node's zones
 	for i, n := range s.Nodes {
 		n.Requested, n.Jobs, n.HostPorts, n.assumed = Resources{}, nil, nil, nil
 		n.ExclusiveAvailable = n.exclusiveCapacity
-		n.zones = slices.Clone(n.zones)
+		start := len(zones)
+		zones = append(zones, n.zones...)
+		n.zones = zones[start:len(zones):len(zones)]
 		for j := range n.zones {
 			z := &n.zones[j]
 			z.FreeCPUs = z.allocatableCPUs
