@@ -35,6 +35,11 @@ if [ -z "${CONTAINERD:-}" ] && cluster_up; then
   CONTAINERD="$(cluster_setting CONTAINERD)"
   export CONTAINERD="${CONTAINERD:-1}"
 fi
+# The demo reads the node's cgroups where a single node keeps them.
+[ "${NODES:-1}" = 1 ] || die "make demo runs on one node; NODES=$NODES is for make cluster-up and make e2e"
+if cluster_up && [ "$(cluster_setting NODES)" -gt 1 ] 2>/dev/null; then
+  die "the cluster is up with NODES=$(cluster_setting NODES); make demo runs on one node: make cluster-down, then make demo"
+fi
 "$FG_ROOT/hack/cluster/up.sh"
 [ "$(cluster_setting KUBELET_CPU_POLICY)" = none ] ||
   die "the cluster's kubelet runs cpu-manager-policy $(cluster_setting KUBELET_CPU_POLICY), which the node agent refuses to fight; make cluster-down, then make demo"

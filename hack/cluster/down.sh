@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # Tears the local cluster down and removes everything it left on the machine: the processes it
-# started (by their PID files, never by name: daemons, containerd shims, the containers in the
-# kubepods cgroups), every mount under its directories (the kubelet's root bind mount, volumes,
-# container root filesystems), the kubepods cgroups in every hierarchy, the paths the kubelet
-# and containerd create outside their directories, and its state. The daemons' logs stay in
-# $CLUSTER_DIR/logs for a post-mortem. Idempotent: on a machine without a cluster it only checks
-# that nothing is left.
+# started (never by name: daemons by their PID files, containerd shims by the socket they serve,
+# the containers by the kubepods cgroups), every mount under its directories (the kubelet's root
+# bind mount, volumes, container root filesystems), the kubepods cgroups in every hierarchy, the
+# paths the kubelet and containerd create outside their directories, and its state; with several
+# nodes also every node's daemons, containers and cgroup subtree, mount namespace, network
+# namespace and the bridge (hack/cluster/nodes.sh). The daemons' logs stay in $CLUSTER_DIR/logs
+# for a post-mortem.
+# Idempotent: on a machine without a cluster it only checks that nothing is left, and it removes
+# what a cluster that stopped uncleanly left.
 set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
@@ -15,11 +18,22 @@ take_lock
 containerd_bin="$(cluster_setting CONTAINERD_BIN)"
 [ -z "$containerd_bin" ] || PATH="$containerd_bin:$PATH"
 
-# cgroup_dirs: the kubepods cgroup of every hierarchy (v1 controllers, named and unified ones).
+# cgroup_dirs: the kubepods cgroup of every hierarchy (v1 controllers, named and unified ones),
+# and the nodes' subtrees of a cluster of several nodes.
 cgroup_dirs() {
   local d
-  for d in /sys/fs/cgroup/kubepods /sys/fs/cgroup/*/kubepods; do
+  for d in /sys/fs/cgroup/kubepods /sys/fs/cgroup/*/kubepods /sys/fs/cgroup/"$NODES_CGROUP" /sys/fs/cgroup/*/"$NODES_CGROUP"; do
     [ -d "$d" ] && echo "$d"
+  done
+  return 0
+}
+
+# recorded DAEMON: the daemons of that kind with a PID file (containerd, or containerd-node-1 and
+# so on with several nodes).
+recorded() {
+  local f
+  for f in "$PID_DIR/$1".pid "$PID_DIR/$1"-*.pid; do
+    [ -e "$f" ] && basename "$f" .pid
   done
   return 0
 }
@@ -30,7 +44,8 @@ kill_containers() {
   for ((i = 0; i < 100; i++)); do
     pids=""
     for dir in $(cgroup_dirs); do
-      pids+=" $(find "$dir" -name cgroup.procs -exec cat {} + 2>/dev/null | tr '\n' ' ')"
+      # A cgroup removed while find walks the tree fails find: what it read still counts.
+      pids+=" $(find "$dir" -name cgroup.procs -exec cat {} + 2>/dev/null | tr '\n' ' ' || true)"
     done
     pids="$(echo $pids)"
     [ -n "$pids" ] || return 0
@@ -41,29 +56,35 @@ kill_containers() {
   die "processes survive in the kubepods cgroups: $pids"
 }
 
-# remove_runtime_objects: let containerd delete its tasks and containers, so the shims unmount
-# the root filesystems and exit.
+# remove_runtime_objects: let every running containerd delete its tasks and containers, so the
+# shims unmount the root filesystems and exit.
 remove_runtime_objects() {
-  daemon_pid containerd >/dev/null || return 0
-  local id
-  for id in $(timeout 30 ctr --address "$CONTAINERD_SOCK" --namespace k8s.io tasks ls -q 2>/dev/null); do
-    timeout 30 ctr --address "$CONTAINERD_SOCK" --namespace k8s.io tasks delete --force "$id" >/dev/null 2>&1 || true
-  done
-  for id in $(timeout 30 ctr --address "$CONTAINERD_SOCK" --namespace k8s.io containers ls -q 2>/dev/null); do
-    timeout 30 ctr --address "$CONTAINERD_SOCK" --namespace k8s.io containers delete "$id" >/dev/null 2>&1 || true
+  local d sock id
+  for d in $(recorded containerd); do
+    daemon_pid "$d" >/dev/null || continue
+    sock="$CONTAINERD_SOCK"
+    [ "$d" = containerd ] || sock="$(node_run_dir "${d#containerd-}")/containerd/containerd.sock"
+    for id in $(timeout 30 ctr --address "$sock" --namespace k8s.io tasks ls -q 2>/dev/null); do
+      timeout 30 ctr --address "$sock" --namespace k8s.io tasks delete --force "$id" >/dev/null 2>&1 || true
+    done
+    for id in $(timeout 30 ctr --address "$sock" --namespace k8s.io containers ls -q 2>/dev/null); do
+      timeout 30 ctr --address "$sock" --namespace k8s.io containers delete "$id" >/dev/null 2>&1 || true
+    done
   done
 }
 
-# stop_shims: the containerd shims outlive containerd; each wrote its PID into its bundle.
+# stop_shims: the containerd shims outlive a containerd that was killed. Each serves one pod and
+# was started with -address naming its containerd's socket, $CONTAINERD_SOCK (the same path in
+# every node's mount namespace), which tells this cluster's shims from any other containerd's.
 stop_shims() {
-  local file pid exe
-  for file in "$RUN_DIR"/containerd/io.containerd.runtime.v2.task/*/*/shim.pid; do
-    [ -r "$file" ] || continue
-    pid="$(cat "$file")"
-    exe="$(readlink "/proc/$pid/exe" 2>/dev/null)" || continue
-    # The PID may have been reused since the shim wrote it: only a shim is stopped.
+  local proc pid exe args
+  for proc in /proc/[0-9]*; do
+    pid="${proc#/proc/}"
+    exe="$(readlink "$proc/exe" 2>/dev/null)" || continue
     [[ "$(basename "$exe")" == containerd-shim* ]] || continue
-    stop_pid "containerd shim of $(basename "$(dirname "$file")")" "$pid" 5
+    args=" $(tr '\0' ' ' <"$proc/cmdline" 2>/dev/null) "
+    [[ "$args" == *" -address $CONTAINERD_SOCK "* ]] || continue
+    stop_pid "containerd shim $pid" "$pid" 5
   done
 }
 
@@ -132,19 +153,20 @@ remove_state() {
 }
 
 was_up=0
-for d in "${DAEMONS[@]}"; do
+for d in "${CONTROL_DAEMONS[@]}" $(recorded containerd) $(recorded kubelet); do
   daemon_pid "$d" >/dev/null && was_up=1
 done
 [ "$was_up" = 1 ] && log "stopping the cluster" || log "no cluster daemon runs; checking that nothing is left"
 
-stop_daemons 20 kube-controller-manager kube-scheduler kubelet coredns
+stop_daemons 20 kube-controller-manager kube-scheduler coredns $(recorded kubelet)
 kill_containers
 remove_runtime_objects
-stop_daemons 15 containerd
+stop_daemons 15 $(recorded containerd)
 stop_shims
 kill_containers
 stop_daemons 20 kube-apiserver
 stop_daemons 15 etcd
+nodes_down
 unmount_all
 remove_cgroups
 remove_outside_paths

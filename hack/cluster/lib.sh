@@ -1,7 +1,9 @@
 # Shared settings and helpers of the local cluster scripts (up.sh, down.sh, e2e.sh, demo.sh).
-# Sourced, not run. The cluster is a machine-wide singleton: one node named after the host, every
-# listener on loopback (127.0.0.1; the cluster DNS on its own $CLUSTER_DNS), state under
-# $CLUSTER_DIR and $RUN_DIR, one lock serialising the scripts.
+# Sourced, not run. The cluster is a machine-wide singleton: state under $CLUSTER_DIR and
+# $RUN_DIR, one lock serialising the scripts. With NODES=1 (the default) it has one node named
+# after the host and every listener on loopback (127.0.0.1; the cluster DNS on its own
+# $CLUSTER_DNS). With NODES=2..9 the control plane stays on the host and each node is a kubelet
+# and a containerd in namespaces of their own (nodes.sh; hack/cluster/README.md).
 
 FG_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 CLUSTER_DIR="${FINEGRAIN_CLUSTER_DIR:-/var/lib/finegrain-cluster}"
@@ -31,12 +33,15 @@ CLUSTER_DNS=127.10.0.53
 CLUSTER_DOMAIN=cluster.local
 CLUSTER_DNS_HEALTH_PORT=10053
 CLUSTER_DNS_READY_PORT=10054
-# Paths the kubelet and containerd write outside the cluster's directories.
-OUTSIDE_PATHS=(/var/lib/kubelet /var/log/containers /run/containerd)
+# Paths the kubelet, containerd and the CNI plugins write outside the cluster's directories (on
+# several nodes, each node's mount namespace has a directory of its own mounted on each).
+OUTSIDE_PATHS=(/var/lib/kubelet /var/log/containers /run/containerd /var/lib/cni)
 # Daemons in start order; down.sh stops the node and the API server's clients first (the
 # kubelet, kube-controller-manager, kube-scheduler, coredns), then containerd, kube-apiserver
-# and etcd.
-DAEMONS=(etcd kube-apiserver coredns kube-controller-manager kube-scheduler containerd kubelet)
+# and etcd. On several nodes each node runs its own containerd-<node> and kubelet-<node>
+# (cluster_daemons).
+CONTROL_DAEMONS=(etcd kube-apiserver coredns kube-controller-manager kube-scheduler)
+DAEMONS=("${CONTROL_DAEMONS[@]}" containerd kubelet)
 
 log() { echo "cluster: $*" >&2; }
 die() {
@@ -187,7 +192,31 @@ dns_ready() {
 cluster_up() {
   local d
   [ -r "$CLUSTER_ENV" ] || return 1
-  for d in "${DAEMONS[@]}"; do daemon_pid "$d" >/dev/null || return 1; done
+  for d in $(cluster_daemons); do daemon_pid "$d" >/dev/null || return 1; done
+}
+
+# cluster_daemons: the daemons of the cluster cluster.env describes (of a single-node one when
+# there is none), in start order.
+cluster_daemons() {
+  local names n
+  names="$(cluster_setting NODE_NAMES)"
+  if [ "$(cluster_setting NODES)" -gt 1 ] 2>/dev/null; then
+    echo "${CONTROL_DAEMONS[@]}"
+    for n in $names; do echo "containerd-$n kubelet-$n"; done
+  else
+    echo "${DAEMONS[@]}"
+  fi
+}
+
+# cluster_sockets: the containerd socket of every node of the running cluster, as the host
+# reaches it.
+cluster_sockets() {
+  local n
+  if [ "$(cluster_setting NODES)" -gt 1 ] 2>/dev/null; then
+    for n in $(cluster_setting NODE_NAMES); do echo "$(node_run_dir "$n")/containerd/containerd.sock"; done
+  else
+    echo "$CONTAINERD_SOCK"
+  fi
 }
 
 # cluster_setting KEY: a value cluster.env recorded when the cluster came up; empty when no
@@ -201,9 +230,21 @@ ctr_k8s() {
   ctr --address "$CONTAINERD_SOCK" --namespace k8s.io "$@"
 }
 
-# import_images: import every image archive hack/images/build.sh wrote into the cluster's
-# containerd, except one whose image containerd already holds complete and unpacked under the
-# same name and manifest digest (re-importing the 300 MB MPI image costs seconds every time).
+# import_images_all: import_images into the containerd of every node of the running cluster, at
+# the same time (each node's containerd unpacks its own copy).
+import_images_all() {
+  local sock pids=() pid rc=0
+  for sock in $(cluster_sockets); do
+    (CONTAINERD_SOCK="$sock" import_images) &
+    pids+=($!)
+  done
+  for pid in "${pids[@]}"; do wait "$pid" || rc=1; done
+  return $rc
+}
+
+# import_images: import every image archive hack/images/build.sh wrote into the containerd at
+# $CONTAINERD_SOCK, except one whose image containerd already holds complete and unpacked under
+# the same name and manifest digest (re-importing the 300 MB MPI image costs seconds every time).
 import_images() {
   local tar ref
   for tar in "$FG_ROOT"/_output/images/*.tar; do
@@ -231,3 +272,5 @@ image_present() {
   ctr_k8s images check "name==$1" 2>/dev/null |
     awk -v d="$2" 'NR > 1 && $3 == d && $4 == "complete" && $NF == "true" { found = 1 } END { exit !found }'
 }
+
+. "$FG_ROOT/hack/cluster/nodes.sh"

@@ -63,7 +63,7 @@ echo "images: built $(cd "$out" && echo *.tar) in $out" >&2
 if [ "${1:-}" = "--import" ]; then
   . "$root/hack/cluster/lib.sh"
   if cluster_up; then
-    import_images
+    import_images_all || die "could not import the images into the local cluster (see above)"
     echo "images: imported into the local cluster" >&2
   else
     echo "images: the local cluster is not up; make cluster-up imports them" >&2
