@@ -55,9 +55,15 @@ func PodCgroup(pod *corev1.Pod) (string, error) {
 }
 
 // ContainerCgroup returns the directory of a container's cgroup for one controller (cpuset, cpu,
-// memory, ...) under root (CgroupRoot on a real node). On a unified (v2) hierarchy the
-// controller does not change the directory.
+// memory, ...) under root (CgroupRoot on a real node), for a kubelet with the default cgroupRoot.
+// On a unified (v2) hierarchy the controller does not change the directory.
 func ContainerCgroup(root string, pod *corev1.Pod, container, controller string) (string, error) {
+	return ContainerCgroupUnder(root, "", pod, container, controller)
+}
+
+// ContainerCgroupUnder is ContainerCgroup for a kubelet whose cgroupRoot is base (a relative
+// path, Node.CgroupRoot): the kubepods tree hangs below base in each hierarchy.
+func ContainerCgroupUnder(root, base string, pod *corev1.Pod, container, controller string) (string, error) {
 	podDir, err := PodCgroup(pod)
 	if err != nil {
 		return "", err
@@ -67,9 +73,9 @@ func ContainerCgroup(root string, pod *corev1.Pod, container, controller string)
 		return "", err
 	}
 	if _, err := os.Stat(filepath.Join(root, "cgroup.controllers")); err == nil {
-		return filepath.Join(root, podDir, id), nil
+		return filepath.Join(root, base, podDir, id), nil
 	}
-	return filepath.Join(root, controller, podDir, id), nil
+	return filepath.Join(root, controller, base, podDir, id), nil
 }
 
 // ReadCgroupFile reads one file of a cgroup directory, without the trailing newline.

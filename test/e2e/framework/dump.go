@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -100,8 +99,10 @@ func (c *Cluster) writeDump(w io.Writer, d *failureDump) {
 	for _, p := range pods {
 		c.dumpPod(ctx, w, p.ns, p.name, 100)
 	}
-	fmt.Fprintf(w, "===== node %s\n", c.NodeName)
-	c.dumpNode(ctx, w)
+	for _, n := range c.Nodes {
+		fmt.Fprintf(w, "===== node %s\n", n.Name)
+		c.dumpNode(ctx, w, n.Name)
+	}
 	fmt.Fprintf(w, "===== pods in namespace %s\n", SystemNamespace)
 	system, err := c.Client.CoreV1().Pods(SystemNamespace).List(ctx, metav1.ListOptions{})
 	if err != nil {
@@ -120,8 +121,10 @@ func (c *Cluster) writeDump(w io.Writer, d *failureDump) {
 			fmt.Fprintf(w, "error: %v\n", err)
 		}
 	}
-	kubeletLog := filepath.Join(c.LogDir, "kubelet.log")
-	fmt.Fprintf(w, "===== last lines of %s\n%s\n", kubeletLog, tailFile(kubeletLog, 40))
+	lines := max(40/len(c.Nodes), 15)
+	for _, n := range c.Nodes {
+		fmt.Fprintf(w, "===== last lines of %s\n%s\n", n.KubeletLog, tailFile(n.KubeletLog, lines))
+	}
 }
 
 // dumpPod writes a pod's object, events, container logs (the last tail lines) and cgroup files.
@@ -168,7 +171,7 @@ func (c *Cluster) dumpPod(ctx context.Context, w io.Writer, ns, name string, tai
 		}
 		fmt.Fprintf(w, "--- cgroup of container %s\n", s.Name)
 		for _, f := range cgroupFiles {
-			dir, err := ContainerCgroup(CgroupRoot, pod, s.Name, f.controller)
+			dir, err := c.CgroupDir(pod, s.Name, f.controller)
 			if err != nil {
 				fmt.Fprintf(w, "%v\n", err)
 				break
@@ -180,8 +183,8 @@ func (c *Cluster) dumpPod(ctx context.Context, w io.Writer, ns, name string, tai
 	}
 }
 
-func (c *Cluster) dumpNode(ctx context.Context, w io.Writer) {
-	node, err := c.Client.CoreV1().Nodes().Get(ctx, c.NodeName, metav1.GetOptions{})
+func (c *Cluster) dumpNode(ctx context.Context, w io.Writer, name string) {
+	node, err := c.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		fmt.Fprintf(w, "get: %v\n", err)
 		return

@@ -48,15 +48,20 @@ type Cluster struct {
 	Client  kubernetes.Interface
 	Dynamic dynamic.Interface
 
-	// NodeName is the cluster's only node.
+	// NodeName is the cluster's only node, or the first of several.
 	NodeName string
+	// Nodes are all the cluster's nodes (one unless up.sh ran with NODES=2..9).
+	Nodes []Node
+	// Overlay is the kustomization that deploys daemonset/ on this cluster (hack/cluster/overlay,
+	// or hack/cluster/overlay-nodes on several nodes), relative to the checkout.
+	Overlay string
 	// Dir holds the cluster's state; LogDir the daemons' logs (kubelet.log, ...).
 	Dir, LogDir string
 	// Kubeconfig is the admin kubeconfig; KubectlPath the kubectl built with the cluster.
 	Kubeconfig, KubectlPath string
-	// KubeletRoot is the kubelet's --root-dir (cpu_manager_state, pods/).
+	// KubeletRoot is the (first node's) kubelet's --root-dir (cpu_manager_state, pods/).
 	KubeletRoot string
-	// KubeletURL is the kubelet's own HTTPS endpoint (see KubeletGet).
+	// KubeletURL is the (first node's) kubelet's own HTTPS endpoint (see KubeletGet).
 	KubeletURL string
 	// CPUManagerPolicy and ReservedCPUs are what up.sh started the kubelet with.
 	CPUManagerPolicy, ReservedCPUs string
@@ -107,7 +112,14 @@ func connect() (*Cluster, error) {
 		KubeletURL:       env["KUBELET_URL"],
 		CPUManagerPolicy: env["KUBELET_CPU_POLICY"],
 		ReservedCPUs:     env["KUBELET_RESERVED_CPUS"],
+		Overlay:          env["OVERLAY"],
 		Env:              env,
+	}
+	if c.Overlay == "" {
+		c.Overlay = "hack/cluster/overlay"
+	}
+	if c.Nodes, err = nodesFromEnv(env); err != nil {
+		return nil, fmt.Errorf("cluster settings %s: %w", envPath, err)
 	}
 	for key, val := range map[string]string{"NODE_NAME": c.NodeName, "LOG_DIR": c.LogDir, "KUBECONFIG": c.Kubeconfig, "KUBECTL": c.KubectlPath, "KUBELET_ROOT": c.KubeletRoot, "KUBELET_URL": c.KubeletURL, "KUBELET_CPU_POLICY": c.CPUManagerPolicy} {
 		if val == "" {
