@@ -98,7 +98,7 @@ test-vm: ## boot the qemu matrix (cgroup v1/v2, 2 sockets, NUMA, SMT) and run th
 	$(BIN)/vmtest $(VMTEST_FLAGS)
 
 .PHONY: cluster-up cluster-down images e2e nri-proof demo
-cluster-up: ## local single-node Kubernetes on 127.0.0.1 (KUBELET_CPU_POLICY=static: the kubelet pins; CONTAINERD=2: containerd 2 with NRI)
+cluster-up: ## local Kubernetes: one node on 127.0.0.1, or NODES=3 nodes in namespaces of their own (KUBELET_CPU_POLICY=static: the kubelet pins; CONTAINERD=2: containerd 2 with NRI)
 	@. hack/deps.sh && install_deps cluster
 	hack/cluster/up.sh
 
@@ -109,7 +109,7 @@ images: ## build the pause, finegrain, worker and MPI images (the MPI one is cac
 	@. hack/deps.sh && install_deps images
 	hack/images/build.sh --import
 
-e2e: ## end-to-end suite on the local cluster: policies none and static on containerd 1.6, the pinning suite on containerd 2 with NRI (KEEP_CLUSTER=1, E2E_RUN=..., E2E_NRI=0)
+e2e: ## end-to-end suite on the local cluster: policies none and static on containerd 1.6, the pinning suite on containerd 2 with NRI, the multi-node suite on 3 nodes (KEEP_CLUSTER=1, E2E_RUN=..., E2E_NRI=0, E2E_NODES=0)
 	@. hack/deps.sh && install_deps cluster
 	hack/cluster/e2e.sh
 

@@ -3,8 +3,11 @@
 # (go test -tags e2e ./test/e2e/...) on the local cluster, once per
 # kubelet CPU manager policy (none: finegrain's agent pins; static: the kubelet's own pinning,
 # the baseline) on containerd 1.6, where the agent pins through inotify, then the pinning suite
-# once more on containerd 2 with NRI (CONTAINERD=2), where it pins at container creation. Cases
-# that need one policy or runtime skip under the others. The cluster is brought up as
+# once more on containerd 2 with NRI (CONTAINERD=2), where it pins at container creation, then
+# the multi-node suite (TestMultiNode*) on a cluster of three nodes (NODES=3: gangs spread by task
+# group, placement policies, exclusive nodes, Open MPI across nodes on the pod network, a node
+# lost). Cases that need one policy, runtime or node count skip under the others. The cluster is
+# brought up as
 # needed with the tree's current images; a cluster this run started is torn down at the end.
 # A cluster that was already up is used as it is and left up; a pass whose policy it does not
 # run is skipped, and the summary says so. The whole run holds the cluster lock, so concurrent
@@ -16,6 +19,9 @@
 #   E2E_RUN        go test -run pattern (every pass)
 #   E2E_NRI_RUN    go test -run pattern of the containerd 2 pass when E2E_RUN is unset (default:
 #                  the pinning suite, TestAgent|TestNRI|TestFreeCoreMap)
+#   E2E_NODES      nodes of the multi-node pass (default 3, what its suite needs; 0 skips it)
+#   E2E_NODES_RUN  go test -run pattern of the multi-node pass when E2E_RUN is unset (default
+#                  TestMultiNode)
 #   E2E_TIMEOUT    go test -timeout per pass (default 20m)
 #   KEEP_CLUSTER=1 leave a cluster this run started up at the end
 set -euo pipefail
@@ -25,9 +31,15 @@ need_root
 need_cmd go "golang (Go 1.26 in /usr/local/go/bin on PATH)"
 take_lock
 start_all=$SECONDS
+# Passes as POLICY:CONTAINERD:NODES.
 passes=()
-for policy in ${E2E_POLICIES-none static}; do passes+=("$policy:1"); done
-[ "${E2E_NRI:-1}" = 0 ] || passes+=("none:2")
+for policy in ${E2E_POLICIES-none static}; do passes+=("$policy:1:1"); done
+[ "${E2E_NRI:-1}" = 0 ] || passes+=("none:2:1")
+case "${E2E_NODES:-3}" in
+  0) ;;
+  [2-9]) passes+=("none:1:${E2E_NODES:-3}") ;;
+  *) die "E2E_NODES=$E2E_NODES: use 2 to 9 nodes for the multi-node pass (default 3), or 0 to skip it" ;;
+esac
 started=0
 ran=()
 skipped=()
@@ -40,7 +52,7 @@ finish() {
   elif [ "$started" = 1 ]; then
     log "KEEP_CLUSTER=1: the cluster stays up (make cluster-down removes it)"
   fi
-  echo "e2e: passes run: ${ran[*]:-none}; failed: ${failed[*]:-none}; skipped: ${skipped[*]:-none}; $((SECONDS - start_all)) s in all" >&2
+  echo "e2e: passes run: ${ran[*]:-none}; failed: ${failed[*]:-no pass}; skipped: ${skipped[*]:-no pass}; $((SECONDS - start_all)) s in all" >&2
   exit $rc
 }
 trap finish EXIT
@@ -60,16 +72,16 @@ else
 fi
 
 for pass in "${passes[@]}"; do
-  policy="${pass%:*}" containerd="${pass#*:}"
+  IFS=: read -r policy containerd nodes <<<"$pass"
   name="$policy"
-  [ "$containerd" = 1 ] || name="$policy+containerd$containerd"
+  [ "$containerd" = 1 ] || name="$name+containerd$containerd"
+  [ "$nodes" = 1 ] || name="$name+${nodes}nodes"
   if cluster_up; then
-    running="$(cluster_setting KUBELET_CPU_POLICY):$(cluster_setting CONTAINERD)"
-    running="${running%:}"
-    [[ "$running" == *:* ]] || running="$running:1"
+    running_containerd="$(cluster_setting CONTAINERD)" running_nodes="$(cluster_setting NODES)"
+    running="$(cluster_setting KUBELET_CPU_POLICY):${running_containerd:-1}:${running_nodes:-1}"
     if [ "$running" != "$pass" ]; then
       if [ "$started" = 0 ]; then
-        log "WARNING: the cluster was up before this run with cpu-manager-policy and containerd $running; skipping the $name pass (make cluster-down first to run every pass)"
+        log "WARNING: the cluster was up before this run with cpu-manager-policy, containerd and nodes $running; skipping the $name pass (make cluster-down first to run every pass)"
         skipped+=("$name")
         continue
       fi
@@ -78,7 +90,7 @@ for pass in "${passes[@]}"; do
   fi
   cluster_up || started=1
   pass_start=$SECONDS
-  KUBELET_CPU_POLICY="$policy" CONTAINERD="$containerd" "$FG_ROOT/hack/cluster/up.sh"
+  KUBELET_CPU_POLICY="$policy" CONTAINERD="$containerd" NODES="$nodes" "$FG_ROOT/hack/cluster/up.sh"
   # A cluster left up by make demo still runs the demo's pinned pods, which would hold the CPUs
   # the tests pin.
   kubectl_admin="$(cluster_setting KUBE_BIN)/kubectl --kubeconfig $ADMIN_KUBECONFIG"
@@ -87,10 +99,11 @@ for pass in "${passes[@]}"; do
     $kubectl_admin delete namespace finegrain-demo --wait --timeout=120s
   fi
 
-  log "e2e pass with cpu-manager-policy $policy on containerd $containerd"
+  log "e2e pass with cpu-manager-policy $policy on containerd $containerd, $nodes node(s)"
   args=(-tags e2e -count=1 -v -timeout "${E2E_TIMEOUT:-20m}")
   run="${E2E_RUN:-}"
   [ "$containerd" = 1 ] || run="${E2E_RUN:-${E2E_NRI_RUN:-TestAgent|TestNRI|TestFreeCoreMap}}"
+  [ "$nodes" = 1 ] || run="${E2E_RUN:-${E2E_NODES_RUN:-TestMultiNode}}"
   [ -z "$run" ] || args+=(-run "$run")
   if go test "${args[@]}" ./test/e2e/...; then
     ran+=("$name($((SECONDS - pass_start))s)")
