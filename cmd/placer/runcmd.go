@@ -14,6 +14,7 @@ import (
 	"github.com/finegrain-dev/finegrain/internal/cli"
 	"github.com/finegrain-dev/finegrain/pkg/mpi"
 	"github.com/finegrain-dev/finegrain/pkg/placer"
+	"github.com/finegrain-dev/finegrain/pkg/placer/priority"
 )
 
 // runLong is the help text of `placer run`.
@@ -69,6 +70,11 @@ func addRunFlags(fs *pflag.FlagSet, o *runOptions) {
 	fs.Func("ssh-port-range", fmt.Sprintf("sshd ports `FIRST-LAST` of workers on their node's network, each free on its node (default %s)", c.SSHPorts), func(v string) error {
 		r, err := mpi.ParsePortRange(v)
 		c.SSHPorts = r
+		return err
+	})
+	fs.Func("shrink-scope", fmt.Sprintf("which elastic jobs a waiting gang of strictly higher priority may shrink: those of any namespace (`SCOPE` cluster), of its own (namespace) or none (default %s)", c.ShrinkScope), func(v string) error {
+		s, err := priority.ParseScope(v)
+		c.ShrinkScope = s
 		return err
 	})
 	fs.DurationVar(&c.ImagePullGrace, "image-pull-grace", c.ImagePullGrace, "how long a job's pod may fail to pull its image before the job fails (an image that can never be pulled fails it at once)")

@@ -6,10 +6,16 @@ import (
 	"slices"
 	"time"
 
+	"github.com/finegrain-dev/finegrain/pkg/placer/priority"
 	"github.com/finegrain-dev/finegrain/pkg/placer/queue"
 	"github.com/finegrain-dev/finegrain/pkg/placer/snapshot"
 	"github.com/finegrain-dev/finegrain/pkg/topology"
 )
+
+// traceClasses are the simulated cluster's PriorityClasses: one default class of the highest
+// value, under which each job's priority from the trace (its spec.priority, which may only lower
+// the class's) is its effective priority, as the placer computes it.
+var traceClasses = priority.Static{Values: map[string]int32{"trace": math.MaxInt32}, DefaultName: "trace"}
 
 // Options describe the cluster and the rules of one simulation.
 type Options struct {
@@ -219,7 +225,8 @@ func (s *simulation) handle(e event) error {
 	switch e.kind {
 	case evArrival:
 		timeout := time.Duration(r.job.Spec.Gang.TimeoutSeconds) * time.Second
-		s.q.Add(r.key, queue.Gang, r.job.Spec.Priority, s.epoch.Add(r.job.Arrival), timeout)
+		prio, _ := priority.Of(&r.job.Spec, traceClasses)
+		s.q.Add(r.key, queue.Gang, prio, s.epoch.Add(r.job.Arrival), timeout)
 	case evFinish:
 		if r.state != running || e.version != r.version {
 			return nil

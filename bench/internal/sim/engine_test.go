@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"k8s.io/utils/ptr"
 
 	"github.com/finegrain-dev/finegrain/pkg/apis/finegrain/v1alpha1"
 )
@@ -95,7 +96,7 @@ func TestPriorityOrdersSimultaneousArrivals(t *testing.T) {
 	low, high := base, base
 	low.Name, high.Name = "low", "high"
 	low.Runtime, high.Runtime = 50*time.Second, 50*time.Second
-	high.Spec.Priority = 5
+	high.Spec.Priority = ptr.To[int32](5)
 	for _, name := range []string{StrategyFinegrain, StrategyKube} {
 		r, err := Simulate([]Job{low, high}, strategy(t, name), smallMachineOptions(t, 1, 1, zeroModel()))
 		if err != nil {

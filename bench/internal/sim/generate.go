@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/utils/ptr"
 
 	"github.com/finegrain-dev/finegrain/pkg/apis/finegrain/v1alpha1"
 )
@@ -102,7 +103,7 @@ func Generate(o GenOptions) ([]Job, error) {
 				TaskResources: v1alpha1.TaskResources{
 					CPU: resource.MustParse("1"), Memory: resource.MustParse(genMemoryPerTask[p]),
 				},
-				Priority: prio, Placement: v1alpha1.LeastLoaded,
+				Priority: ptr.To(prio), Placement: v1alpha1.LeastLoaded,
 			},
 		}
 		v1alpha1.SetDefaults(&jobs[i].Spec)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"k8s.io/utils/ptr"
 
 	"github.com/finegrain-dev/finegrain/pkg/apis/finegrain/v1alpha1"
 )
@@ -36,7 +37,7 @@ func TestGenerateDistributions(t *testing.T) {
 		if errs := v1alpha1.Validate(j.HPCJob()); len(errs) > 0 {
 			t.Fatalf("job %s invalid: %v", j.Name, errs)
 		}
-		if j.Spec.Priority > 0 {
+		if ptr.Deref(j.Spec.Priority, 0) > 0 {
 			high++
 		}
 		work += float64(j.CPUs()) * j.Runtime.Seconds()

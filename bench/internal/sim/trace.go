@@ -14,6 +14,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	sigsjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
 
@@ -192,7 +193,7 @@ func (t *traceJob) job(i int) (Job, error) {
 	}
 	j := Job{Name: name, Arrival: time.Duration(*t.Arrival), Runtime: time.Duration(*t.Runtime), Spec: v1alpha1.HPCJobSpec{
 		Tasks: t.Tasks, Profile: t.Profile, Granularity: t.Granularity, Workers: t.Workers,
-		TaskResources: t.TaskResources, Priority: t.Priority, Placement: t.Placement, ExclusiveNodes: t.ExclusiveNodes,
+		TaskResources: t.TaskResources, Priority: ptr.To(t.Priority), Placement: t.Placement, ExclusiveNodes: t.ExclusiveNodes,
 	}}
 	if t.Gang != nil {
 		j.Spec.Gang.TimeoutSeconds = t.Gang.TimeoutSeconds
@@ -226,7 +227,7 @@ func EncodeTrace(jobs []Job) ([]byte, error) {
 		f.Jobs[i] = traceJob{
 			Name: j.Name, Arrival: &arrival, Runtime: &runtime, Tasks: j.Spec.Tasks, Profile: j.Spec.Profile,
 			Granularity: j.Spec.Granularity, Workers: j.Spec.Workers, TaskResources: j.Spec.TaskResources,
-			Priority: j.Spec.Priority, Placement: j.Spec.Placement, ExclusiveNodes: j.Spec.ExclusiveNodes,
+			Priority: ptr.Deref(j.Spec.Priority, 0), Placement: j.Spec.Placement, ExclusiveNodes: j.Spec.ExclusiveNodes,
 		}
 		if j.Spec.Gang.TimeoutSeconds != v1alpha1.DefaultTimeoutSeconds {
 			f.Jobs[i].Gang = &traceGang{TimeoutSeconds: j.Spec.Gang.TimeoutSeconds}

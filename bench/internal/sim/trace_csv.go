@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/utils/ptr"
 
 	"github.com/finegrain-dev/finegrain/pkg/apis/finegrain/v1alpha1"
 )
@@ -176,7 +177,7 @@ func EncodeCSV(w io.Writer, jobs []Job) error {
 		rec := []string{
 			j.Name, secs(Duration(j.Arrival)), secs(Duration(j.Runtime)), strconv.Itoa(int(s.Tasks)),
 			string(s.Profile), string(s.Granularity), strconv.Itoa(int(s.Workers)), s.TaskResources.CPU.String(), mem,
-			strconv.Itoa(int(s.Priority)), string(s.Placement), strconv.FormatBool(s.ExclusiveNodes),
+			strconv.Itoa(int(ptr.Deref(s.Priority, 0))), string(s.Placement), strconv.FormatBool(s.ExclusiveNodes),
 			strconv.Itoa(int(s.Gang.TimeoutSeconds)),
 		}
 		if err := cw.Write(rec); err != nil {

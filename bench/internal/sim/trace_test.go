@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/utils/ptr"
 
 	"github.com/finegrain-dev/finegrain/pkg/apis/finegrain/v1alpha1"
 )
@@ -42,6 +43,7 @@ func TestDecodeTraceFormats(t *testing.T) {
 	want := Job{Name: "c", Arrival: 20 * time.Second, Runtime: 30 * time.Second, Spec: v1alpha1.HPCJobSpec{
 		Tasks: 6, Profile: v1alpha1.ProfileCPU, Granularity: v1alpha1.GranularityNone, Workers: 2,
 		TaskResources: v1alpha1.TaskResources{CPU: resource.MustParse("1"), Memory: resource.MustParse("1Gi")},
+		Priority:      ptr.To[int32](0),
 		Placement:     v1alpha1.LeastLoaded, Gang: v1alpha1.GangPolicy{TimeoutSeconds: v1alpha1.DefaultTimeoutSeconds},
 		MPIImplementation: v1alpha1.OpenMPI, SSHAuthMountPath: v1alpha1.DefaultSSHAuthMountPath,
 		LauncherCreationPolicy: v1alpha1.WaitForWorkersReady, RunPolicy: v1alpha1.RunPolicy{CleanPodPolicy: v1alpha1.CleanPodPolicyRunning},

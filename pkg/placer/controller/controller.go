@@ -23,17 +23,21 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
+	schedulinglisters "k8s.io/client-go/listers/scheduling/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
 
 	"github.com/finegrain-dev/finegrain/pkg/apis/finegrain/v1alpha1"
 	"github.com/finegrain-dev/finegrain/pkg/mpi"
 	"github.com/finegrain-dev/finegrain/pkg/placer/plan"
+	"github.com/finegrain-dev/finegrain/pkg/placer/priority"
 	"github.com/finegrain-dev/finegrain/pkg/placer/queue"
 	"github.com/finegrain-dev/finegrain/pkg/placer/snapshot"
 	"github.com/finegrain-dev/finegrain/pkg/report/nrt"
@@ -64,6 +68,8 @@ type Options struct {
 	// ImagePullGrace is how long a job's pod may fail to pull its image (the kubelet retrying)
 	// before the job fails; an image that can never be pulled fails it at once.
 	ImagePullGrace time.Duration
+	// ShrinkScope says whose elastic jobs a waiting gang of strictly higher priority may shrink.
+	ShrinkScope priority.Scope
 }
 
 // DefaultOptions are the flags' defaults.
@@ -81,6 +87,7 @@ func DefaultOptions() Options {
 		RefusalGrace:   5 * time.Second,
 		SSHPorts:       mpi.DefaultPortRange,
 		ImagePullGrace: 2 * time.Minute,
+		ShrinkScope:    priority.ScopeCluster,
 	}
 }
 
@@ -102,6 +109,7 @@ type Controller struct {
 	nodes          corelisters.NodeLister
 	nrts           cache.GenericLister
 	jobs           cache.GenericLister
+	classes        schedulinglisters.PriorityClassLister
 	synced         []cache.InformerSynced
 
 	// Written by informer handlers, read by the loop.
@@ -136,8 +144,10 @@ type Controller struct {
 	timers map[string]time.Time
 	// pullSince is when each pod was first seen failing to pull an image.
 	pullSince map[string]time.Time
-	apiSlots  chan struct{}
-	binds     sync.WaitGroup
+	// admissions are the dry runs of jobs' pods by job UID (podsAdmitted).
+	admissions map[types.UID]admission
+	apiSlots   chan struct{}
+	binds      sync.WaitGroup
 }
 
 // gangIndex indexes pods the placer schedules by their gang key.
@@ -166,6 +176,7 @@ func New(kube kubernetes.Interface, dyn dynamic.Interface, recorder events.Event
 		replans:    map[string]int{},
 		timers:     map[string]time.Time{},
 		pullSince:  map[string]time.Time{},
+		admissions: map[types.UID]admission{},
 		apiSlots:   make(chan struct{}, max(opts.Parallelism, 1)),
 	}
 	if err := c.watchInformers(); err != nil {
@@ -197,6 +208,8 @@ func (c *Controller) watchInformers() error {
 	nrtInf := c.dynInformers.ForResource(nrt.GroupVersionResource)
 	jobInf := c.dynInformers.ForResource(v1alpha1.GroupVersionResource)
 	c.nrts, c.jobs = nrtInf.Lister(), jobInf.Lister()
+	classInf := c.kubeInformers.Scheduling().V1().PriorityClasses()
+	c.classes = classInf.Lister()
 
 	_, _ = podInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(o any) { c.onPod(o, false) },
@@ -218,6 +231,13 @@ func (c *Controller) watchInformers() error {
 		UpdateFunc: func(_, o any) { c.onJob(o) },
 		DeleteFunc: c.onJob,
 	})
+	// A class made, changed or deleted changes the priority of every job naming it (or of every
+	// job, for the default class): all of them are looked at again.
+	_, _ = classInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { c.allJobsDirty() },
+		UpdateFunc: func(any, any) { c.allJobsDirty() },
+		DeleteFunc: func(any) { c.allJobsDirty() },
+	})
 	eventInf := c.eventInformers.Core().V1().Events().Informer()
 	_, _ = eventInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    c.onEvent,
@@ -225,7 +245,7 @@ func (c *Controller) watchInformers() error {
 	})
 	c.synced = []cache.InformerSynced{
 		podInf.Informer().HasSynced, c.kubeInformers.Core().V1().Nodes().Informer().HasSynced,
-		nrtInf.Informer().HasSynced, jobInf.Informer().HasSynced, eventInf.HasSynced,
+		nrtInf.Informer().HasSynced, jobInf.Informer().HasSynced, eventInf.HasSynced, classInf.Informer().HasSynced,
 	}
 	return nil
 }
@@ -330,6 +350,19 @@ func (c *Controller) onPod(obj any, deleted bool) {
 		c.settled[podKey(p)] = seen{uid: p.UID}
 	} else if p.Spec.NodeName != "" {
 		c.settled[podKey(p)] = seen{node: p.Spec.NodeName, uid: p.UID}
+	}
+	c.mu.Unlock()
+	c.signal()
+}
+
+// allJobsDirty marks every HPCJob for a look.
+func (c *Controller) allJobsDirty() {
+	objs, _ := c.jobs.List(labels.Everything())
+	c.mu.Lock()
+	for _, o := range objs {
+		if m, ok := o.(metav1.Object); ok {
+			c.dirtyJobs[m.GetNamespace()+"/"+m.GetName()] = true
+		}
 	}
 	c.mu.Unlock()
 	c.signal()

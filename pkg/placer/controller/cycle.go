@@ -104,7 +104,7 @@ func (c *Controller) gangFailed(ctx context.Context, e *queue.Entry, u *unstruct
 	}
 	var fe *plan.FitError
 	if errors.As(err, &fe) {
-		c.tryShrink(ctx, e, replan, now)
+		c.tryShrink(ctx, e, u, replan, now)
 	}
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/finegrain-dev/finegrain/pkg/apis/finegrain/v1alpha1"
 	"github.com/finegrain-dev/finegrain/pkg/placer/hpcjob"
 	"github.com/finegrain-dev/finegrain/pkg/placer/plan"
+	"github.com/finegrain-dev/finegrain/pkg/placer/priority"
 	"github.com/finegrain-dev/finegrain/pkg/placer/queue"
 	"github.com/finegrain-dev/finegrain/pkg/placer/snapshot"
 )
@@ -101,7 +102,7 @@ func (c *Controller) attemptExpand(ctx context.Context, e *queue.Entry, now time
 	}
 	workers, deleting := c.liveWorkers(job, now)
 	el := job.Spec.Elastic
-	if deleting > 0 || (el != nil && (!rescaleDue(job, st, now) || c.higherWaiting(job.Spec.Priority))) {
+	if deleting > 0 || (el != nil && (!rescaleDue(job, st, now) || c.higherWaiting(e.Priority))) {
 		c.queue.Failed(e.Key, now)
 		return
 	}
@@ -269,6 +270,9 @@ func distinctNodes(ps []v1alpha1.WorkerPlacement) int {
 	return len(seen)
 }
 
+// shrinkSuffix keys, in lastReason, why a gang shrinks no other job.
+const shrinkSuffix = " (shrink)"
+
 // victim is a running elastic job that may give up workers.
 type victim struct {
 	u         *unstructured.Unstructured
@@ -276,19 +280,37 @@ type victim struct {
 	st        *v1alpha1.HPCJobStatus
 	removable []*corev1.Pod // highest index first
 	workers   []*corev1.Pod
+	priority  int32
 }
 
-// tryShrink frees room for a gang that does not fit by shrinking running elastic jobs of lower
-// priority (lowest priority first, then the most recently started), never below their
-// minReplicas nor sooner than their rescale gap, and only by as many workers as the gang needs:
-// replan answers whether the gang fits once a set of pods is gone.
-func (c *Controller) tryShrink(ctx context.Context, e *queue.Entry, replan func(*snapshot.Snapshot) error, now time.Time) {
+// tryShrink frees room for a gang that does not fit by shrinking running elastic jobs the shrink
+// scope lets it shrink — of strictly lower priority, in its namespace under ScopeNamespace —
+// lowest priority first, then the most recently started, never below their minReplicas nor
+// sooner than their rescale gap, and only by as many workers as the gang needs: replan answers
+// whether the gang fits once a set of pods is gone. An HPCJob must first show that the API server
+// admits its pods (podsAdmitted): the priority it claims is then one its namespace may use.
+// u is the HPCJob of the gang, nil for plain pods (their pods passed admission already).
+func (c *Controller) tryShrink(ctx context.Context, e *queue.Entry, u *unstructured.Unstructured, replan func(*snapshot.Snapshot) error, now time.Time) {
 	if replan == nil || e.Kind != queue.Gang {
 		return
 	}
 	victims := c.victims(e, now)
 	if len(victims) == 0 {
 		return
+	}
+	if u != nil {
+		job, err := decodeJob(u)
+		if err == nil {
+			err = c.podsAdmitted(ctx, job)
+		}
+		if err != nil {
+			msg := "no elastic job is shrunk for this job: " + err.Error()
+			if c.lastReason[e.Key+shrinkSuffix] != msg {
+				c.lastReason[e.Key+shrinkSuffix] = msg
+				c.event(u, true, ReasonNotAdmitted, "%s", msg)
+			}
+			return
+		}
 	}
 	pods, _ := c.pods.List(labels.Everything())
 	gone := map[string]bool{}
@@ -345,7 +367,11 @@ func (c *Controller) victims(e *queue.Entry, now time.Time) []*victim {
 			continue
 		}
 		job, err := decodeJob(u)
-		if err != nil || job.Spec.Elastic == nil || job.Spec.Priority >= e.Priority {
+		if err != nil || job.Spec.Elastic == nil {
+			continue
+		}
+		prio, _ := c.priorityOf(job)
+		if !c.opts.ShrinkScope.MayShrink(claimOf(e), priority.Claim{Namespace: job.Namespace, Priority: prio}) {
 			continue
 		}
 		st := c.statusOf(u.GetNamespace()+"/"+u.GetName(), job)
@@ -357,14 +383,14 @@ func (c *Controller) victims(e *queue.Entry, now time.Time) []*victim {
 		if deleting > 0 || extra <= 0 {
 			continue
 		}
-		v := &victim{u: u, job: job, st: st, workers: workers}
+		v := &victim{u: u, job: job, st: st, workers: workers, priority: prio}
 		for i := len(workers) - 1; i >= len(workers)-extra; i-- {
 			v.removable = append(v.removable, workers[i])
 		}
 		out = append(out, v)
 	}
 	slices.SortFunc(out, func(a, b *victim) int {
-		return cmp.Or(cmp.Compare(a.job.Spec.Priority, b.job.Spec.Priority), b.st.StartTime.Compare(a.st.StartTime.Time),
+		return cmp.Or(cmp.Compare(a.priority, b.priority), b.st.StartTime.Compare(a.st.StartTime.Time),
 			cmp.Compare(a.u.GetNamespace()+"/"+a.u.GetName(), b.u.GetNamespace()+"/"+b.u.GetName()))
 	})
 	return out

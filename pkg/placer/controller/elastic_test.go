@@ -7,6 +7,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/finegrain-dev/finegrain/pkg/apis/finegrain/v1alpha1"
 	st "github.com/finegrain-dev/finegrain/pkg/placer/snapshot/snapshottest"
@@ -53,12 +54,12 @@ func TestElasticExpands(t *testing.T) {
 
 // A higher-priority gang that does not fit shrinks a lower-priority elastic job by just enough.
 func TestElasticShrinksForPriority(t *testing.T) {
-	h := newHarness(t, testOptions(), append(cluster(2, 9), hpcJob("el", 32, elastic(1, 4)))...)
+	h := newHarness(t, testOptions(), append(cluster(2, 9), priorityClass("urgent", 10, false), hpcJob("el", 32, elastic(1, 4)))...)
 	h.eventually("elastic job at 4 workers", func() bool {
 		return h.phase("hpc", "el") == v1alpha1.PhaseRunning && h.job("hpc", "el").Status.Workers == 4
 	})
 	h.createJob(hpcJob("urgent", 8, func(s *v1alpha1.HPCJobSpec) {
-		s.Priority = 10
+		s.PriorityClassName = "urgent"
 		s.Profile = v1alpha1.ProfileNetwork
 	}))
 	h.eventually("urgent running", func() bool { return h.phase("hpc", "urgent") == v1alpha1.PhaseRunning })
@@ -74,7 +75,7 @@ func TestElasticShrinksForPriority(t *testing.T) {
 		t.Errorf("elastic job has %d pods, want 3 workers and its launcher", b)
 	}
 	// A job of lower priority never shrinks it.
-	h.createJob(hpcJob("meek", 8, func(s *v1alpha1.HPCJobSpec) { s.Priority = -1 }))
+	h.createJob(hpcJob("meek", 8, func(s *v1alpha1.HPCJobSpec) { s.Priority = ptr.To[int32](-1) }))
 	h.eventually("meek waits", func() bool { return h.rec.find("Warning Unschedulable meek") })
 	if h.job("hpc", "el").Status.Workers != 3 {
 		t.Error("a lower-priority job shrank the elastic job")

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -68,9 +69,8 @@ func TestTwoGangsNeverDeadlock(t *testing.T) {
 
 // Higher priority goes first; a gang that cannot fit never blocks a smaller one behind it.
 func TestPriorityAndNoHeadOfLineBlocking(t *testing.T) {
-	prio := func(p int32) func(*v1alpha1.HPCJobSpec) { return func(s *v1alpha1.HPCJobSpec) { s.Priority = p } }
-	objs := append(cluster(1, 9),
-		hpcJob("huge", 64, prio(100)), hpcJob("low", 8, prio(1)), hpcJob("high", 8, prio(10)))
+	objs := append(cluster(1, 9), priorityClass("p100", 100, false), priorityClass("p10", 10, false), priorityClass("p1", 1, false),
+		hpcJob("huge", 64, withClass("p100")), hpcJob("low", 8, withClass("p1")), hpcJob("high", 8, withClass("p10")))
 	h := newHarness(t, testOptions(), objs...)
 	h.eventually("high running", func() bool { return h.phase("hpc", "high") == v1alpha1.PhaseRunning })
 	h.eventually("low running", func() bool { return h.phase("hpc", "low") == v1alpha1.PhaseRunning })
@@ -125,6 +125,10 @@ func (h *harness) create(o runtime.Object) {
 		_, err = h.kube.CoreV1().Nodes().Create(context.Background(), x, metav1.CreateOptions{})
 	case *unstructured.Unstructured:
 		_, err = h.dyn.Resource(nrt.GroupVersionResource).Create(context.Background(), x, metav1.CreateOptions{})
+	case *schedulingv1.PriorityClass:
+		_, err = h.kube.SchedulingV1().PriorityClasses().Create(context.Background(), x, metav1.CreateOptions{})
+	default:
+		h.t.Fatalf("create %T: the harness does not know this kind", o)
 	}
 	if err != nil {
 		h.t.Fatal(err)

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -83,6 +84,10 @@ type harness struct {
 	failBind map[string]int // pod name → bindings left to fail
 	bindings int
 	uids     int
+	// admit, when set, says why the fake admission refuses a pod (nil admits it).
+	admit func(*corev1.Pod) error
+	// dryRuns counts the dry runs of pod creation.
+	dryRuns int
 }
 
 func testOptions() Options {
@@ -110,6 +115,7 @@ func newHarness(t *testing.T, opts Options, objs ...runtime.Object) *harness {
 	h.kube.PrependReactor("create", "pods", h.giveUID)
 	h.kube.PrependReactor("delete", "pods", h.checkUID)
 	h.kube.PrependReactor("create", "pods", h.bind)
+	h.kube.PrependReactor("create", "pods", h.dryRun)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	if testing.Verbose() {
 		log = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
@@ -181,6 +187,26 @@ func (h *harness) checkUID(a k8stesting.Action) (bool, runtime.Object, error) {
 			fmt.Errorf("precondition failed: UID in precondition: %s, UID in object meta: %s", *pre.UID, uid))
 	}
 	return false, nil, nil
+}
+
+// dryRun answers a pod creation with dryRun=All as the API server does: admitted (or refused by
+// h.admit) and not stored.
+func (h *harness) dryRun(a k8stesting.Action) (bool, runtime.Object, error) {
+	ca, ok := a.(k8stesting.CreateActionImpl)
+	if !ok || len(ca.CreateOptions.DryRun) == 0 {
+		return false, nil, nil
+	}
+	pod := ca.GetObject().(*corev1.Pod)
+	h.mu.Lock()
+	h.dryRuns++
+	admit := h.admit
+	h.mu.Unlock()
+	if admit != nil {
+		if err := admit(pod); err != nil {
+			return true, nil, err
+		}
+	}
+	return true, pod, nil
 }
 
 func (h *harness) bind(a k8stesting.Action) (bool, runtime.Object, error) {
@@ -325,6 +351,16 @@ func cluster(n, cpus int) []runtime.Object {
 		out = append(out, u)
 	}
 	return out
+}
+
+// priorityClass is a PriorityClass of the given value, the cluster's default when def is set.
+func priorityClass(name string, value int32, def bool) *schedulingv1.PriorityClass {
+	return &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: name}, Value: value, GlobalDefault: def}
+}
+
+// withClass names the job's PriorityClass.
+func withClass(name string) func(*v1alpha1.HPCJobSpec) {
+	return func(s *v1alpha1.HPCJobSpec) { s.PriorityClassName = name }
 }
 
 // hpcJob is an HPCJob as the API server stores it. Its launcher is created with its workers

@@ -68,9 +68,13 @@ func (c *Controller) syncJob(ctx context.Context, key string) {
 		c.queue.Remove(gangKey)
 		c.queue.Remove(expandKey)
 		c.queue.Remove(launcherKey(ns, name))
+		if w, known := c.jobStatus[key]; known {
+			c.forgetAdmission(w.uid)
+		}
 		delete(c.jobStatus, key)
 		delete(c.timers, key)
 		delete(c.lastReason, gangKey)
+		delete(c.lastReason, gangKey+shrinkSuffix)
 		delete(c.replans, key)
 		return
 	}
@@ -91,8 +95,14 @@ func (c *Controller) syncJob(ctx context.Context, key string) {
 			setCondition(st, ConditionScheduled, metav1.ConditionFalse, ReasonUnschedulable, "waiting to be placed")
 			c.writeStatus(ctx, u, st)
 		}
+		prio, err := c.priorityOf(job)
+		if err != nil {
+			c.queue.Remove(gangKey)
+			c.waitForClass(ctx, u, st, err)
+			return
+		}
 		if _, busy := c.inflight[gangKey]; !busy {
-			c.queue.Add(gangKey, queue.Gang, job.Spec.Priority, u.GetCreationTimestamp().Time,
+			c.queue.Add(gangKey, queue.Gang, prio, u.GetCreationTimestamp().Time,
 				time.Duration(job.Spec.Gang.TimeoutSeconds)*time.Second)
 		}
 	case v1alpha1.PhaseRunning:
@@ -107,6 +117,15 @@ func (c *Controller) syncJob(ctx context.Context, key string) {
 }
 
 func ptrTime(t metav1.Time) *metav1.Time { return &t }
+
+// waitForClass reports a pending job that names a PriorityClass that does not exist: it is not
+// queued until the class appears (a class event looks at every job again).
+func (c *Controller) waitForClass(ctx context.Context, u *unstructured.Unstructured, st *v1alpha1.HPCJobStatus, err error) {
+	if setCondition(st, ConditionScheduled, metav1.ConditionFalse, ReasonPriorityClassNotFound, err.Error()) {
+		c.writeStatus(ctx, u, st)
+		c.event(u, true, ReasonPriorityClassNotFound, "%v", err)
+	}
+}
 
 func (c *Controller) markInvalid(ctx context.Context, u *unstructured.Unstructured, st *v1alpha1.HPCJobStatus, err error) {
 	if st.Phase == v1alpha1.PhaseFailed && meta.IsStatusConditionFalse(st.Conditions, ConditionValid) {
@@ -165,7 +184,8 @@ func (c *Controller) syncRunning(ctx context.Context, u *unstructured.Unstructur
 		grow = true
 	}
 	if grow {
-		c.queue.Add(expandKey, queue.Expansion, job.Spec.Priority, st.StartTime.Time, 0)
+		prio, _ := c.priorityOf(job)
+		c.queue.Add(expandKey, queue.Expansion, prio, st.StartTime.Time, 0)
 	} else {
 		c.queue.Remove(expandKey)
 	}

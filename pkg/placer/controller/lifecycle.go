@@ -228,7 +228,8 @@ func (c *Controller) syncLauncher(ctx context.Context, u *unstructured.Unstructu
 			return true
 		}
 		if ready || job.Spec.LauncherCreationPolicy == v1alpha1.AtStartup {
-			c.queue.Add(lkey, queue.Expansion, job.Spec.Priority, st.StartTime.Time, 0)
+			prio, _ := c.priorityOf(job)
+			c.queue.Add(lkey, queue.Expansion, prio, st.StartTime.Time, 0)
 		} else {
 			c.queue.Remove(lkey)
 		}
@@ -367,7 +368,8 @@ func (c *Controller) restart(ctx context.Context, u *unstructured.Unstructured, 
 	c.snapStale = true
 	c.queue.Remove(expandKey)
 	c.queue.Remove(launcherKey(job.Namespace, job.Name))
-	c.queue.Add(gangKey, queue.Gang, job.Spec.Priority, u.GetCreationTimestamp().Time, time.Duration(job.Spec.Gang.TimeoutSeconds)*time.Second)
+	prio, _ := c.priorityOf(job)
+	c.queue.Add(gangKey, queue.Gang, prio, u.GetCreationTimestamp().Time, time.Duration(job.Spec.Gang.TimeoutSeconds)*time.Second)
 	c.queue.Backoff(gangKey, attempts, now)
 }
 

@@ -184,7 +184,8 @@ func ownerRefs(job *v1alpha1.HPCJob) []metav1.OwnerReference {
 }
 
 // WorkerPod is worker w's pod: the worker template with the job's labels, the exclusive
-// pinning label, hostname and subdomain for the hostfile, the placer as scheduler, restartPolicy
+// pinning label, hostname and subdomain for the hostfile, the placer as scheduler, the job's
+// PriorityClass (the API server's admission gives the pod its value), restartPolicy
 // Never unless the template says otherwise (a worker that ends has lost its ranks), and the first
 // container asking for (and limited to) the task resources times w.Tasks, with its sshd port
 // (also on the node's network when the pod uses it), a readiness probe on that port unless the
@@ -215,6 +216,7 @@ func WorkerPod(job *v1alpha1.HPCJob, w Worker, schedulerName string) *corev1.Pod
 		pod.Annotations[v1alpha1.AnnotationExclusiveNodes] = "true"
 	}
 	pod.Spec.SchedulerName = schedulerName
+	pod.Spec.PriorityClassName = job.Spec.PriorityClassName
 	pod.Spec.Hostname = w.Name
 	pod.Spec.Subdomain = v1alpha1.ServiceName(job.Name)
 	if pod.Spec.RestartPolicy == "" {
@@ -276,7 +278,8 @@ func addSSHPort(job *v1alpha1.HPCJob, w Worker, c *corev1.Container, hostNetwork
 }
 
 // LauncherPod is the pod that runs mpirun, in the shared pool: the launcher template with the
-// job's labels, the placer as scheduler, restartPolicy Never unless the template says otherwise,
+// job's labels, the placer as scheduler, the job's PriorityClass, restartPolicy Never unless the
+// template says otherwise,
 // the job's ConfigMap at /etc/mpi (the hostfile at HostfilePath), the job's SSH files at
 // spec.sshAuthMountPath, and in every container the environment that makes a bare mpirun of the
 // job's implementation use them (variables the template sets itself win).
@@ -296,6 +299,7 @@ func LauncherPod(job *v1alpha1.HPCJob, schedulerName string) *corev1.Pod {
 	delete(pod.Labels, v1alpha1.LabelPinning)
 	delete(pod.Annotations, v1alpha1.AnnotationNUMANode)
 	pod.Spec.SchedulerName = schedulerName
+	pod.Spec.PriorityClassName = job.Spec.PriorityClassName
 	if pod.Spec.RestartPolicy == "" {
 		pod.Spec.RestartPolicy = corev1.RestartPolicyNever
 	}

@@ -86,8 +86,15 @@ type HPCJobSpec struct {
 	Workers int32 `json:"workers,omitempty"`
 	// TaskResources is what one MPI task needs; a worker asks for it times its task count.
 	TaskResources TaskResources `json:"taskResources"`
-	// Priority orders the placer's queue (higher first) and decides who shrinks for whom.
-	Priority int32 `json:"priority,omitempty"`
+	// PriorityClassName names the PriorityClass whose value is the job's priority, as for a pod;
+	// empty takes the cluster's default class (globalDefault), or 0 without one. The job's pods
+	// carry it, so the API server's Priority admission and PriorityClass-scoped ResourceQuotas
+	// decide who may use it. The priority orders the placer's queue (higher first) and decides
+	// which elastic jobs may be shrunk for the job (pkg/placer/priority).
+	PriorityClassName string `json:"priorityClassName,omitempty"`
+	// Priority, when set, lowers the job's priority below its class's value; it never raises it
+	// (a user may only yield).
+	Priority *int32 `json:"priority,omitempty"`
 	// Placement defaults to least-loaded.
 	Placement PlacementPolicy `json:"placement,omitempty"`
 	// ExclusiveNodes keeps every other HPC job's workers off the nodes this job's workers use.

@@ -37,6 +37,11 @@ func Validate(job *HPCJob) field.ErrorList {
 	errs = append(errs, validateResources(spec, sp.Child("taskResources"))...)
 	errs = append(errs, validateGang(spec, sp)...)
 	errs = append(errs, validateMPI(spec, sp)...)
+	if name := spec.PriorityClassName; name != "" {
+		for _, msg := range validation.IsDNS1123Subdomain(name) {
+			errs = append(errs, field.Invalid(sp.Child("priorityClassName"), name, msg))
+		}
+	}
 	errs = append(errs, validateTemplate(&spec.Worker, sp.Child("worker"))...)
 	errs = append(errs, validateTemplate(&spec.Launcher, sp.Child("launcher"))...)
 	if len(errs) == 0 {
@@ -200,6 +205,10 @@ func validateTemplate(t *corev1.PodTemplateSpec, tp *field.Path) field.ErrorList
 	}
 	if t.Spec.SchedulerName != "" {
 		errs = append(errs, field.Forbidden(ps.Child("schedulerName"), "the placer sets schedulerName; leave it empty"))
+	}
+	if t.Spec.PriorityClassName != "" || t.Spec.Priority != nil {
+		errs = append(errs, field.Forbidden(ps.Child("priorityClassName"),
+			"the job's pods take the job's priority; set spec.priorityClassName of the HPCJob instead"))
 	}
 	if t.Spec.Hostname != "" || t.Spec.Subdomain != "" {
 		errs = append(errs, field.Forbidden(ps.Child("hostname"),
