@@ -3,19 +3,15 @@ SHELL := /bin/bash
 GO ?= go
 BIN := $(CURDIR)/bin
 PKGS := ./...
-# The version every binary reports (`nodeagent version`, internal/version): this tree's tag or
-# commit, "-dirty" when it has changes.
-VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
-LDFLAGS = -X github.com/finegrain-dev/finegrain/internal/version.version=$(VERSION)
 
 .PHONY: help build test unit lint bench fuzz clean
 
 help: ## list targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
 
-build: ## build every command into bin/
+build: ## build every command into bin/, stamped with hack/version.sh's version (VERSION=... sets it)
 	@mkdir -p $(BIN)
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/ ./cmd/...
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$$(hack/version.sh --ldflags)" -o $(BIN)/ ./cmd/...
 
 test: lint unit ## lint, then every unit test (root-only and kernel tests skip with a reason elsewhere)
 

@@ -2,7 +2,8 @@
 # Builds the local cluster's container images as OCI archives in _output/images/ from static Go
 # binaries, with hack/images/ocibuild (no registry, no Docker engine):
 #   localhost/finegrain-pause:dev   the pods' sandbox process (hack/images/pause)
-#   localhost/finegrain:dev         every command under cmd/ in /usr/local/bin (when cmd/ has any)
+#   localhost/finegrain:dev         every command under cmd/ in /usr/local/bin (when cmd/ has any),
+#                                   stamped with hack/version.sh's version
 #   localhost/finegrain-worker:dev  what test and benchmark pods run: pause (the default
 #                                   entrypoint, an idle workload), podlister (the e2e suite's
 #                                   in-cluster API client) and fgworker (bench/worker: DGEMM/STREAM)
@@ -24,8 +25,10 @@ command -v go >/dev/null || die "go is not on PATH; install Go 1.26 into /usr/lo
 cd "$root"
 rm -rf "$bin" "$cmdbin"
 mkdir -p "$bin" "$cmdbin"
+# The commands report the version hack/version.sh gives, as make build stamps it.
+stamp="$("$root/hack/version.sh" --ldflags)"
 gobuild() {
-  CGO_ENABLED=0 nice -n 10 go build -trimpath -ldflags '-s -w' "$@"
+  CGO_ENABLED=0 nice -n 10 go build -trimpath -ldflags "-s -w $stamp" "$@"
 }
 tools=(./hack/images/pause ./hack/images/ocibuild ./test/e2e/podlister)
 gobuild -o "$bin/" "${tools[@]}" || die "go build of ${tools[*]} failed"

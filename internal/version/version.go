@@ -1,9 +1,9 @@
 // Package version owns what a finegrain binary says about its own build: its version, the Go
 // toolchain that built it and the platform it runs on. The version is stamped by the linker
 // (`go build -ldflags "-X github.com/finegrain-dev/finegrain/internal/version.version=v1.2.3"`,
-// which make build and hack/images/build.sh do); a binary built without it falls back to the
-// module version or the VCS revision the Go toolchain recorded, else "dev". It reads nothing but
-// the build information and prints nothing itself.
+// as hack/version.sh --ldflags prints it for make build and hack/images/build.sh); a binary built
+// without it falls back to the module version or the VCS revision the Go toolchain recorded, else
+// "dev". It reads nothing but the build information and prints nothing itself.
 package version
 
 import (
