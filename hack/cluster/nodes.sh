@@ -4,9 +4,11 @@
 #   - a network namespace, finegrain-node-<i> (ip netns), joined to the host by a veth pair on
 #     the bridge $NODES_BRIDGE: the node's address is $NODES_NET_PREFIX.<10+i>/24, the host's
 #     $NODES_HOST_IP (the API server and CoreDNS listen there), and its pods get addresses of
-#     $POD_NET_PREFIX.<i>.0/24 from the CNI bridge and host-local plugins. Every address is in a
-#     range reserved for documentation (TEST-NET-3, RFC 5737) or benchmarks (198.18.0.0/15,
-#     RFC 2544), never a private RFC 1918 one. A node namespace routes the other nodes' pod ranges
+#     $POD_NET_PREFIX.<i>.0/24 from the CNI bridge and host-local plugins. Every address is in
+#     the range reserved for benchmarks (198.18.0.0/15, RFC 2544), never a private RFC 1918 one,
+#     nor a documentation range: machines of this kind use those themselves (eth0 on 192.0.2.0/24,
+#     the Go module proxy and the Debian mirror answering on 203.0.113.80), and a bridge on one of
+#     them would cut the host off from them while the nodes are up. A node namespace routes the other nodes' pod ranges
 #     to those nodes and has no default route, so nothing leaves the namespaces this file makes;
 #     only the node namespaces forward (the host neither forwards nor translates addresses: it is
 #     an end point, with a route to each node's pods);
@@ -24,10 +26,10 @@
 # own invariants (no CPU exclusive to two containers of its node, a shared pool of at least
 # --min-shared-cpus), while workers of different nodes may share a CPU (hack/cluster/README.md).
 
-# TEST-NET-3 (RFC 5737): the host and the nodes.
-NODES_NET_PREFIX=203.0.113
-NODES_HOST_IP=203.0.113.1
-# 198.18.0.0/15 (RFC 2544): node i's pods get 198.18.i.0/24.
+# 198.18.0.0/15 (RFC 2544): the host and the nodes on 198.19.0.0/24, node i's pods on
+# 198.18.i.0/24.
+NODES_NET_PREFIX=198.19.0
+NODES_HOST_IP=198.19.0.1
 POD_NET_PREFIX=198.18
 NODES_BRIDGE=finegrain0
 NODES_CGROUP=finegrain-nodes

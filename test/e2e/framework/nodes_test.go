@@ -29,8 +29,8 @@ func TestNodesFromEnv(t *testing.T) {
 	}
 
 	several := map[string]string{
-		"NODE_NAMES": "node-1 node-2", "NODE_IPS": "203.0.113.11 203.0.113.12",
-		"NODE_KUBELET_URLS":     "https://203.0.113.11:10250 https://203.0.113.12:10250",
+		"NODE_NAMES": "node-1 node-2", "NODE_IPS": "198.19.0.11 198.19.0.12",
+		"NODE_KUBELET_URLS":     "https://198.19.0.11:10250 https://198.19.0.12:10250",
 		"NODE_KUBELET_ROOTS":    "/c/nodes/node-1/kubelet /c/nodes/node-2/kubelet",
 		"NODE_KUBELET_LOGS":     "/c/logs/kubelet-node-1.log /c/logs/kubelet-node-2.log",
 		"NODE_CONTAINERD_SOCKS": "/r/nodes/node-1/containerd/containerd.sock /r/nodes/node-2/containerd/containerd.sock",
@@ -41,13 +41,13 @@ func TestNodesFromEnv(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff(Node{Name: "node-2", IP: "203.0.113.12", KubeletURL: "https://203.0.113.12:10250",
+	if diff := cmp.Diff(Node{Name: "node-2", IP: "198.19.0.12", KubeletURL: "https://198.19.0.12:10250",
 		KubeletRoot: "/c/nodes/node-2/kubelet", KubeletLog: "/c/logs/kubelet-node-2.log",
 		ContainerdSock: "/r/nodes/node-2/containerd/containerd.sock", CgroupRoot: "finegrain-nodes/node-2",
 		PodCIDR: "198.18.2.0/24", Netns: "finegrain-node-2"}, got[1]); len(got) != 2 || diff != "" {
 		t.Errorf("nodesFromEnv: %d nodes, second (-want +got):\n%s", len(got), diff)
 	}
-	if _, err := nodesFromEnv(with(several, map[string]string{"NODE_IPS": "203.0.113.11"})); err == nil || !strings.Contains(err.Error(), "NODE_IPS has 1 entries for the 2 nodes") {
+	if _, err := nodesFromEnv(with(several, map[string]string{"NODE_IPS": "198.19.0.11"})); err == nil || !strings.Contains(err.Error(), "NODE_IPS has 1 entries for the 2 nodes") {
 		t.Errorf("a short NODE_IPS: %v", err)
 	}
 }
