@@ -93,18 +93,28 @@ func sshArgs(sshDir string) string {
 	return "-F " + path.Join(sshDir, ClientConfigFile) + " -o ConnectionAttempts=10"
 }
 
+// PodInterface is the network interface of a pod on a pod network: the CRI runtimes name it so.
+const PodInterface = "eth0"
+
 // LauncherEnv is the environment that makes a bare mpirun of impl use the hostfile at
-// hostfilePath and the SSH configuration in sshDir, starting one rank per hostfile slot.
-func LauncherEnv(impl v1alpha1.MPIImplementation, hostfilePath, sshDir string) []corev1.EnvVar {
+// hostfilePath and the SSH configuration in sshDir, starting one rank per hostfile slot. On a
+// pod network (podNetwork), MPICH's Hydra tells its proxies on the workers to call it back at the
+// address of the pod's interface rather than by its host name, which only the pod itself
+// resolves.
+func LauncherEnv(impl v1alpha1.MPIImplementation, hostfilePath, sshDir string, podNetwork bool) []corev1.EnvVar {
 	env := []corev1.EnvVar{
 		{Name: EnvHostfile, Value: hostfilePath},
 		{Name: EnvImplementation, Value: string(impl)},
 	}
 	if impl == v1alpha1.MPICH {
-		return append(env,
+		env = append(env,
 			corev1.EnvVar{Name: "HYDRA_HOST_FILE", Value: hostfilePath},
 			corev1.EnvVar{Name: "HYDRA_LAUNCHER", Value: "ssh"},
 			corev1.EnvVar{Name: "HYDRA_LAUNCHER_EXTRA_ARGS", Value: sshArgs(sshDir)})
+		if podNetwork {
+			env = append(env, corev1.EnvVar{Name: "HYDRA_IFACE", Value: PodInterface})
+		}
+		return env
 	}
 	return append(env,
 		corev1.EnvVar{Name: "OMPI_MCA_orte_default_hostfile", Value: hostfilePath},

@@ -85,7 +85,7 @@ func TestSSHConfigAsSSHReadsIt(t *testing.T) {
 func TestLauncherEnv(t *testing.T) {
 	names := func(impl v1alpha1.MPIImplementation) map[string]string {
 		m := map[string]string{}
-		for _, e := range LauncherEnv(impl, "/etc/mpi/hostfile", "/home/mpi/.ssh") {
+		for _, e := range LauncherEnv(impl, "/etc/mpi/hostfile", "/home/mpi/.ssh", false) {
 			m[e.Name] = e.Value
 		}
 		return m
@@ -111,6 +111,15 @@ func TestLauncherEnv(t *testing.T) {
 	}
 	if d := cmp.Diff(want, mpich); d != "" {
 		t.Errorf("MPICH launcher env (-want +got):\n%s", d)
+	}
+	podNet := LauncherEnv(v1alpha1.MPICH, "/etc/mpi/hostfile", "/root/.ssh", true)
+	if last := podNet[len(podNet)-1]; last.Name != "HYDRA_IFACE" || last.Value != "eth0" {
+		t.Errorf("MPICH on a pod network: env ends with %v, want HYDRA_IFACE=eth0", last)
+	}
+	for _, e := range LauncherEnv(v1alpha1.OpenMPI, "/etc/mpi/hostfile", "/root/.ssh", true) {
+		if e.Name == "HYDRA_IFACE" {
+			t.Errorf("Open MPI on a pod network got %v", e)
+		}
 	}
 }
 

@@ -229,8 +229,19 @@ func gangBound(ctx context.Context, c *framework.Cluster, ns, node string, want 
 // workers on the pod network, their traffic (G-RandomRing among it) crosses the nodes, and every
 // rank's CPU affinity is exactly its worker's pin on its node.
 func TestMultiNodeOpenMPIRunsHPCCAcrossNodes(t *testing.T) {
-	const name = "ring"
-	c, ns, running, workers := startMPIOnTwoNodes(t, name, hpccCommand(name), nil)
+	hpccAcrossNodes(t, "ring", v1alpha1.OpenMPI)
+}
+
+// MPICH's Hydra proxies on the workers call the launcher back by its host name, which resolves
+// through the job's Service on a pod network.
+func TestMultiNodeMPICHRunsHPCCAcrossNodes(t *testing.T) {
+	hpccAcrossNodes(t, "ring-mpich", v1alpha1.MPICH)
+}
+
+// hpccAcrossNodes runs HPCC with impl on two one-task workers of two nodes: every rank on its
+// worker's pin, HPCC's ring measured across the nodes.
+func hpccAcrossNodes(t *testing.T, name string, impl v1alpha1.MPIImplementation) {
+	c, ns, running, workers := startMPIOnTwoNodes(t, name, hpccCommand(name), func(j *v1alpha1.HPCJob) { j.Spec.MPIImplementation = impl })
 	ranks := watchRanksAcrossNodes(t, c, ns, name, workers)
 	done := waitPhase(t, c, ns, name, v1alpha1.PhaseSucceeded, time.Minute)
 	for _, w := range running.Status.Placements {
@@ -259,8 +270,8 @@ func TestMultiNodeOpenMPIRunsHPCCAcrossNodes(t *testing.T) {
 	noPinsOn(t, c, ns, c.NodeNames()...)
 }
 
-// startMPIOnTwoNodes deploys finegrain and runs an Open MPI job of two one-task workers on the
-// pod network whose launcher runs command, edited by edit when given; it returns the job once it
+// startMPIOnTwoNodes deploys finegrain and runs an MPI job (Open MPI unless edit says otherwise)
+// of two one-task workers on the pod network whose launcher runs command, edited by edit when given; it returns the job once it
 // runs with a worker on each of two nodes, and the workers.
 func startMPIOnTwoNodes(t *testing.T, name, command string, edit func(*v1alpha1.HPCJob)) (*framework.Cluster, string, *v1alpha1.HPCJob, map[string]*corev1.Pod) {
 	t.Helper()

@@ -174,8 +174,8 @@ func TestHostNetworkWorkersGetFreePorts(t *testing.T) {
 			continue
 		}
 		c := p.Spec.Containers[0]
-		if len(c.Ports) != 1 || c.Ports[0].HostPort != c.Ports[0].ContainerPort || c.ReadinessProbe.TCPSocket.Port.IntVal != c.Ports[0].ContainerPort {
-			t.Errorf("worker %s ports %+v probe %+v", p.Name, c.Ports, c.ReadinessProbe)
+		if len(c.Ports) != 1 || c.Ports[0].HostPort != c.Ports[0].ContainerPort || c.StartupProbe.TCPSocket.Port.IntVal != c.Ports[0].ContainerPort {
+			t.Errorf("worker %s ports %+v probe %+v", p.Name, c.Ports, c.StartupProbe)
 		}
 		ports[c.Ports[0].HostPort] = p.Name
 	}

@@ -257,21 +257,28 @@ func setTaskResources(job *v1alpha1.HPCJob, w Worker, c *corev1.Container) {
 	}
 }
 
+// sshStartupSeconds is how long a worker's sshd may take to accept connections after its
+// container started: past it the kubelet kills the container, and the job's run ends naming the
+// worker.
+const sshStartupSeconds = 120
+
 // addSSHPort gives the worker's container its sshd port (on the node's network too when the pod
-// uses it), a readiness probe on it unless the template has one, and the environment the MPI
-// image's entrypoint reads.
+// uses it), a startup probe on it unless the template has a startup or readiness probe, and the
+// environment the MPI image's entrypoint reads. The container is Ready once sshd has accepted a
+// connection; a startup probe is not repeated after that, so sshd's log shows only real logins
+// (a readiness probe's connection every few seconds would fill it).
 func addSSHPort(job *v1alpha1.HPCJob, w Worker, c *corev1.Container, hostNetwork bool) {
 	port := corev1.ContainerPort{Name: sshPortName, ContainerPort: w.Port, Protocol: corev1.ProtocolTCP}
 	if hostNetwork {
 		port.HostPort = w.Port
 	}
 	c.Ports = append(c.Ports, port)
-	if c.ReadinessProbe == nil {
-		c.ReadinessProbe = &corev1.Probe{
+	if c.StartupProbe == nil && c.ReadinessProbe == nil {
+		c.StartupProbe = &corev1.Probe{
 			ProbeHandler:     corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(w.Port)}},
-			PeriodSeconds:    2,
+			PeriodSeconds:    1,
 			TimeoutSeconds:   1,
-			FailureThreshold: 3,
+			FailureThreshold: sshStartupSeconds,
 		}
 	}
 	c.Env = addEnv(c.Env, mpi.WorkerEnv(job.Spec.MPIImplementation, job.Spec.SSHAuthMountPath, w.Port))
@@ -312,7 +319,7 @@ func LauncherPod(job *v1alpha1.HPCJob, schedulerName string) *corev1.Pod {
 		}},
 	})
 	addSSHVolume(job, &pod.Spec)
-	env := mpi.LauncherEnv(job.Spec.MPIImplementation, HostfilePath, job.Spec.SSHAuthMountPath)
+	env := mpi.LauncherEnv(job.Spec.MPIImplementation, HostfilePath, job.Spec.SSHAuthMountPath, !pod.Spec.HostNetwork)
 	for i := range pod.Spec.Containers {
 		c := &pod.Spec.Containers[i]
 		c.VolumeMounts = append(c.VolumeMounts,

@@ -217,8 +217,8 @@ func TestPodsCarryTheMPIWiring(t *testing.T) {
 	if len(c.Ports) != 1 || c.Ports[0] != (corev1.ContainerPort{Name: "ssh", ContainerPort: 22, Protocol: corev1.ProtocolTCP}) {
 		t.Errorf("worker ports %+v, want ssh 22 without a host port on a pod network", c.Ports)
 	}
-	if p := c.ReadinessProbe; p == nil || p.TCPSocket == nil || p.TCPSocket.Port.IntValue() != 22 {
-		t.Errorf("worker readiness probe %+v, want a TCP probe on port 22", p)
+	if p := c.StartupProbe; p == nil || p.TCPSocket == nil || p.TCPSocket.Port.IntValue() != 22 || c.ReadinessProbe != nil {
+		t.Errorf("worker startup probe %+v (readiness probe %+v), want a TCP startup probe on port 22 and no readiness probe", p, c.ReadinessProbe)
 	}
 	if w.Spec.RestartPolicy != corev1.RestartPolicyNever || w.Spec.DNSPolicy != "" {
 		t.Errorf("worker restartPolicy %q dnsPolicy %q, want Never and the default", w.Spec.RestartPolicy, w.Spec.DNSPolicy)
@@ -256,9 +256,9 @@ func TestPodsCarryTheMPIWiring(t *testing.T) {
 	job.Spec.MPIImplementation = v1alpha1.MPICH
 	w = WorkerPod(job, Worker{Index: 0, Name: "j-worker-0", Tasks: 4, Port: 20003}, "finegrain-placer")
 	c = &w.Spec.Containers[0]
-	if c.Ports[0].HostPort != 20003 || c.ReadinessProbe.TCPSocket.Port.IntValue() != 20003 || envOf(c)[mpi.EnvSSHPort] != "20003" ||
+	if c.Ports[0].HostPort != 20003 || c.StartupProbe.TCPSocket.Port.IntValue() != 20003 || envOf(c)[mpi.EnvSSHPort] != "20003" ||
 		w.Spec.DNSPolicy != corev1.DNSClusterFirstWithHostNet {
-		t.Errorf("host-network worker: ports %+v probe %+v env %v dnsPolicy %q", c.Ports, c.ReadinessProbe, envOf(c), w.Spec.DNSPolicy)
+		t.Errorf("host-network worker: ports %+v probe %+v env %v dnsPolicy %q", c.Ports, c.StartupProbe, envOf(c), w.Spec.DNSPolicy)
 	}
 	l = LauncherPod(job, "finegrain-placer")
 	if env := envOf(&l.Spec.Containers[0]); env["HYDRA_HOST_FILE"] != HostfilePath || env["OMPI_MCA_orte_default_hostfile"] != "" ||
