@@ -11,9 +11,11 @@ import (
 	"text/tabwriter"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 
@@ -37,11 +39,25 @@ func runNodes(client dynamic.Interface, opts options, stdout, stderr io.Writer) 
 	if err != nil {
 		return explain(fmt.Errorf("list NodeResourceTopology objects: %w", err))
 	}
+	nodes, err := client.Resource(nodesResource).List(ctx, metav1.ListOptions{})
+	bounds := map[string]int{}
+	if err == nil {
+		for i := range nodes.Items {
+			var n corev1.Node
+			if runtime.DefaultUnstructuredConverter.FromUnstructured(nodes.Items[i].Object, &n) == nil {
+				bounds[n.Name] = nrt.MaxCPUs(&n)
+			}
+		}
+	}
 	byName := map[string]*nodeSummary{}
 	for i := range list.Items {
-		byName[list.Items[i].GetName()] = summarize(&list.Items[i])
+		name := list.Items[i].GetName()
+		bound, ok := bounds[name]
+		if !ok {
+			bound = nrt.MaxCPUs(nil)
+		}
+		byName[name] = summarize(&list.Items[i], bound)
 	}
-	nodes, err := client.Resource(nodesResource).List(ctx, metav1.ListOptions{})
 	switch {
 	case err == nil:
 		known := map[string]bool{}
@@ -74,14 +90,14 @@ func runNodes(client dynamic.Interface, opts options, stdout, stderr io.Writer) 
 	return writeNodesTable(stdout, out, opts.now())
 }
 
-// summarize reads one object; a problem is kept, not fatal, so one bad node does not hide the
-// others.
-func summarize(u *unstructured.Unstructured) *nodeSummary {
+// summarize reads one object, its CPU lists within bound (nrt.MaxCPUs of its Node); a problem is
+// kept, not fatal, so one bad node does not hide the others.
+func summarize(u *unstructured.Unstructured, bound int) *nodeSummary {
 	s := &nodeSummary{Name: u.GetName()}
 	o, err := nrt.FromUnstructured(u)
 	if err == nil {
 		var v inspect.Pins
-		if v, err = inspect.FromNRT(o); err == nil {
+		if v, err = inspect.FromNRT(o, bound); err == nil {
 			s.Pins = &v
 			return s
 		}

@@ -14,7 +14,7 @@ import (
 const planLong = `Plans an HPCJob (--job), or a plain pod gang found in the snapshot (--pod-group), on a cluster
 snapshot file with the placer's own planner and prints where each worker would go (node, NUMA
 node, cores), or why it fits nowhere. Nothing is written to a cluster. The snapshot is the output
-of kubectl get nodes,noderesourcetopologies,pods -A -o yaml. The JSON form is a public contract
+of kubectl get nodes,noderesourcetopologies,pods,hpcjobs -A -o yaml. The JSON form is a public contract
 (docs/placer.md); the exit status is 1 when the job is invalid or does not fit.`
 
 // newPlanCommand is `placer plan`.
@@ -43,7 +43,7 @@ func newPlanCommand() *cobra.Command {
 	fs := cmd.Flags()
 	fs.StringVar(&opts.JobFile, "job", "", "HPCJob YAML or JSON `FILE`")
 	fs.StringVar(&opts.PodGroup, "pod-group", "", "plan the plain pod gang `NAMESPACE/NAME` found in the snapshot instead")
-	fs.StringVar(&opts.ClusterFile, "cluster", "", "snapshot `FILE`: the output of kubectl get nodes,noderesourcetopologies,pods -A -o yaml")
+	fs.StringVar(&opts.ClusterFile, "cluster", "", "snapshot `FILE`: the output of kubectl get nodes,noderesourcetopologies,pods,hpcjobs -A -o yaml")
 	fs.StringVarP(&opts.Output, "output", "o", "json", "output format: json or text")
 	fs.StringVar(&opts.SchedulerName, "scheduler-name", v1alpha1.DefaultSchedulerName, "schedulerName of the job's pods")
 	return cmd

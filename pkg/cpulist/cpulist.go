@@ -15,6 +15,10 @@
 //   - items may come in any order and may overlap (the kernel accepts such lists when they are
 //     written to it, and so does cpuset.Parse), but their lengths may add up to at most MaxID+1,
 //     so that no input makes a reader do more than a bounded amount of work.
+//
+// A reader that knows how many CPUs the list can name (the CPU capacity of the node whose object
+// it reads) passes that bound to ParseWithin and CountWithin: a longer list is a *TooManyError,
+// found after reading at most bound+1 of its CPUs.
 package cpulist
 
 import (
@@ -31,14 +35,26 @@ import (
 // hostile list, and refusing it keeps "0-4000000000" from costing gigabytes.
 const MaxID = 16383
 
-// maxItems bounds the sum of the lengths of a list's items.
-const maxItems = MaxID + 1
+// MaxCPUs bounds the sum of the lengths of a list's items: the most CPUs any list may name.
+const MaxCPUs = MaxID + 1
+
+// TooManyError says that a list names more CPUs than its reader allows.
+type TooManyError struct {
+	// Max is the reader's bound.
+	Max int
+}
+
+func (e *TooManyError) Error() string { return fmt.Sprintf("the list names more than %d CPUs", e.Max) }
 
 // Parse reads a list. The error says which item is wrong and how; callers add which object and
 // field the list came from.
-func Parse(s string) (cpuset.CPUSet, error) {
+func Parse(s string) (cpuset.CPUSet, error) { return ParseWithin(s, MaxCPUs) }
+
+// ParseWithin reads a list that may name at most bound CPUs (at most MaxCPUs): a longer one is a
+// *TooManyError.
+func ParseWithin(s string, bound int) (cpuset.CPUSet, error) {
 	var ids []int
-	if err := scan(s, func(lo, hi int) {
+	if err := scan(s, bound, func(lo, hi int) {
 		for id := lo; id <= hi; id++ {
 			ids = append(ids, id)
 		}
@@ -60,9 +76,13 @@ func MustParse(s string) cpuset.CPUSet {
 // Count returns how many distinct IDs a list names, accepting exactly what Parse accepts. It
 // does not allocate: a list whose items ascend without overlapping (every list the kernel and
 // cpuset.String print) is counted range by range, any other in a fixed bitmap of MaxID+1 bits.
-func Count(s string) (int, error) {
+func Count(s string) (int, error) { return CountWithin(s, MaxCPUs) }
+
+// CountWithin is Count for a list that may name at most bound CPUs (at most MaxCPUs), accepting
+// exactly what ParseWithin accepts.
+func CountWithin(s string, bound int) (int, error) {
 	n, prev, ordered := 0, -1, true
-	if err := scan(s, func(lo, hi int) {
+	if err := scan(s, bound, func(lo, hi int) {
 		n += hi - lo + 1
 		ordered = ordered && lo > prev
 		prev = hi
@@ -72,8 +92,8 @@ func Count(s string) (int, error) {
 	if ordered {
 		return n, nil
 	}
-	var seen [maxItems / 64]uint64
-	_ = scan(s, func(lo, hi int) {
+	var seen [MaxCPUs / 64]uint64
+	_ = scan(s, bound, func(lo, hi int) {
 		for id := lo; id <= hi; id++ {
 			seen[id/64] |= 1 << (id % 64)
 		}
@@ -85,12 +105,14 @@ func Count(s string) (int, error) {
 	return n, nil
 }
 
-// scan checks a list and calls item for each of its items in order.
-func scan(s string, item func(lo, hi int)) error {
+// scan checks a list whose items' lengths add up to at most bound (clamped to 0..MaxCPUs) and
+// calls item for each of its items in order.
+func scan(s string, bound int, item func(lo, hi int)) error {
 	s = strings.TrimSpace(s)
 	if s == "" {
 		return nil
 	}
+	bound = min(MaxCPUs, max(bound, 0))
 	total := 0
 	for len(s) > 0 {
 		part, rest, _ := strings.Cut(s, ",")
@@ -98,8 +120,8 @@ func scan(s string, item func(lo, hi int)) error {
 		if err != nil {
 			return err
 		}
-		if total += hi - lo + 1; total > maxItems {
-			return fmt.Errorf("the list names more than %d CPUs", maxItems)
+		if total += hi - lo + 1; total > bound {
+			return &TooManyError{Max: bound}
 		}
 		item(lo, hi)
 		if len(rest) == 0 && len(part) < len(s) {

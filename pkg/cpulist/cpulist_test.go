@@ -1,6 +1,7 @@
 package cpulist
 
 import (
+	"errors"
 	"strings"
 	"testing"
 
@@ -119,5 +120,39 @@ func BenchmarkCount(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		_, _ = Count("0-17,36-53")
+	}
+}
+
+// A reader that knows how many CPUs a list can name (its node's capacity) refuses a longer one
+// with a typed error, before building anything for the item that goes past the bound.
+func TestWithin(t *testing.T) {
+	for _, tc := range []struct {
+		list  string
+		bound int
+		ok    bool
+	}{
+		{"0-7", 8, true},
+		{"0-3,8-11", 8, true},
+		{"0-8", 8, false},
+		{"0-3,0-3,0", 8, false}, // overlapping items count each time they are named
+		{"", 0, true},
+		{"0", 0, false},
+		{"0-16383", 1 << 30, true}, // a bound above MaxCPUs is MaxCPUs
+	} {
+		set, perr := ParseWithin(tc.list, tc.bound)
+		n, cerr := CountWithin(tc.list, tc.bound)
+		if tc.ok {
+			if perr != nil || cerr != nil || set.Size() != n {
+				t.Errorf("%q within %d: Parse %v (%v), Count %d (%v)", tc.list, tc.bound, set, perr, n, cerr)
+			}
+			continue
+		}
+		var pe, ce *TooManyError
+		if !errors.As(perr, &pe) || !errors.As(cerr, &ce) || pe.Max != tc.bound || ce.Max != tc.bound {
+			t.Errorf("%q within %d: errors %v, %v; want TooManyError{%d}", tc.list, tc.bound, perr, cerr, tc.bound)
+		}
+	}
+	if allocs := testing.AllocsPerRun(10, func() { _, _ = ParseWithin("0-16383", 64) }); allocs > 2 {
+		t.Errorf("ParseWithin allocated %.0f times for a list past its bound", allocs)
 	}
 }

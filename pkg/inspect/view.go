@@ -2,6 +2,7 @@ package inspect
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -123,11 +124,14 @@ func FromSnapshot(node, source string, s report.Snapshot, opts report.Options) P
 	return v
 }
 
-// FromNRT builds the view of a published NodeResourceTopology. It fails, naming the object and
-// the field, when the object is not one a finegrain node agent wrote (a zone without the
-// free-cpus attribute, a malformed CPU list or pins entry).
-func FromNRT(o *nrt.NodeResourceTopology) (Pins, error) {
+// FromNRT builds the view of a published NodeResourceTopology whose CPU lists may name at most
+// bound CPUs together (nrt.MaxCPUs of its Node; cpulist.MaxCPUs when the Node is not known). It
+// fails, naming the object and the field, when the object is not one a finegrain node agent wrote
+// (a zone without the free-cpus attribute, a malformed CPU list or pins entry, lists naming more
+// CPUs than bound), without ever building more than bound CPUs.
+func FromNRT(o *nrt.NodeResourceTopology, bound int) (Pins, error) {
 	v := Pins{Node: o.Name, Source: SourceNRT, NUMANodes: []NUMANode{}, Containers: []Container{}}
+	capacity := bound
 	fail := func(format string, args ...any) (Pins, error) {
 		return Pins{}, fmt.Errorf("NodeResourceTopology %s: %s", o.Name, fmt.Sprintf(format, args...))
 	}
@@ -159,10 +163,14 @@ func FromNRT(o *nrt.NodeResourceTopology) (Pins, error) {
 		if !ok {
 			return fail("zone %s has no %s attribute; a finegrain node agent did not write it", z.Name, nrt.AttrFreeCPUs)
 		}
-		free, err := cpulist.Parse(freeText)
+		free, err := cpulist.ParseWithin(freeText, bound)
+		if tm := (*cpulist.TooManyError)(nil); errors.As(err, &tm) {
+			return fail("zone %s attribute %s: the free-cpus and pins lists name more than the node's %d CPUs", z.Name, nrt.AttrFreeCPUs, capacity)
+		}
 		if err != nil {
 			return fail("zone %s attribute %s=%q is not a CPU list: %v", z.Name, nrt.AttrFreeCPUs, freeText, err)
 		}
+		bound -= free.Size()
 		n := NUMANode{ID: id, FreeCPUs: free.String(), Free: free.Size()}
 		if cpu, ok := z.Resource(nrt.ResourceCPU); ok {
 			n.Capacity, n.Allocatable, n.Available = int(cpu.Capacity.Value()), int(cpu.Allocatable.Value()), int(cpu.Available.Value())
@@ -171,11 +179,12 @@ func FromNRT(o *nrt.NodeResourceTopology) (Pins, error) {
 			v.NUMANodes = append(v.NUMANodes, n)
 		}
 		pinsText, _ := z.Attribute(nrt.AttrPins)
-		pins, err := nrt.ParsePins(pinsText)
+		pins, err := nrt.ParsePinsWithin(pinsText, bound)
 		if err != nil {
 			return fail("zone %s attribute %s: %v", z.Name, nrt.AttrPins, err)
 		}
 		for _, p := range pins {
+			bound -= p.CPUs.Size()
 			node := id
 			c := Container{
 				Namespace: p.Namespace, Pod: p.Pod, Container: p.Container,

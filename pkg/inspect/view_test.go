@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/cpuset"
 
+	"github.com/finegrain-dev/finegrain/pkg/cpulist"
 	"github.com/finegrain-dev/finegrain/pkg/policy"
 	"github.com/finegrain-dev/finegrain/pkg/report"
 	"github.com/finegrain-dev/finegrain/pkg/report/nrt"
@@ -102,7 +103,7 @@ func TestFromNRTAgreesWithSnapshot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := FromNRT(read)
+	got, err := FromNRT(read, cpulist.MaxCPUs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,7 +142,7 @@ func TestFromNRTRejectsForeignObjects(t *testing.T) {
 				t.Fatal(err)
 			}
 			tt.mutate(obj)
-			if _, err := FromNRT(obj); err == nil || !strings.Contains(err.Error(), tt.want) || !strings.Contains(err.Error(), "NodeResourceTopology node-a") {
+			if _, err := FromNRT(obj, cpulist.MaxCPUs); err == nil || !strings.Contains(err.Error(), tt.want) || !strings.Contains(err.Error(), "NodeResourceTopology node-a") {
 				t.Errorf("FromNRT = %v, want an error naming the object and %q", err, tt.want)
 			}
 		})
@@ -216,7 +217,7 @@ func FuzzFromNRT(f *testing.F) {
 		if err != nil {
 			return
 		}
-		v, err := FromNRT(o)
+		v, err := FromNRT(o, cpulist.MaxCPUs)
 		if err != nil {
 			return
 		}
@@ -225,4 +226,32 @@ func FuzzFromNRT(f *testing.F) {
 			t.Fatal(err)
 		}
 	})
+}
+
+// Finding 3 of issue 21 (kubectl finegrain's path): lists that name more CPUs than the node has
+// are refused, never expanded in proportion to their text.
+func TestFromNRTBounded(t *testing.T) {
+	topo, s := snapshot(t)
+	for _, tt := range []struct {
+		name   string
+		mutate func(*nrt.NodeResourceTopology)
+		want   string
+	}{
+		{"free list of every CPU number", func(o *nrt.NodeResourceTopology) { o.Zones[0].Attributes[0].Value = "0-16383" },
+			"the free-cpus and pins lists name more than the node's 64 CPUs"},
+		{"pins of many full entries", func(o *nrt.NodeResourceTopology) {
+			o.Zones[0].Attributes[1].Value = strings.Repeat("a/b/c=0-16383;", 10_000) + "a/b/c=0"
+		}, "finegrain.dev/pins"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			obj, err := report.Build(node, topo, s, report.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			tt.mutate(obj)
+			if _, err := FromNRT(obj, 64); err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("FromNRT = %v, want an error saying %q", err, tt.want)
+			}
+		})
+	}
 }

@@ -44,7 +44,7 @@ func viewOf(u *unstructured.Unstructured) (inspect.Pins, error) {
 	if err != nil {
 		return inspect.Pins{}, err
 	}
-	return inspect.FromNRT(o)
+	return inspect.FromNRT(o, nrt.MaxCPUs(nil))
 }
 
 // awaitNRT waits on w until the object's view satisfies cond and returns when that was seen.

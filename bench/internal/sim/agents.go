@@ -39,7 +39,7 @@ func newFinegrain(s Strategy, topo *topology.Topology, nodes, reserved, jobs int
 		strategy: s, topo: topo, maxNUMA: maxNUMACPUs(topo), byName: map[string]int{}, ttl: ttl,
 		pods: map[types.UID]*corev1.Pod{}, jobs: make([]*v1alpha1.HPCJob, jobs), held: make([][]*corev1.Pod, jobs),
 		allocatable: topo.NumCPUs() - reserved, pinned: make([]int, nodes),
-		jobsOn: make([]int, nodes), exclusiveOn: make([]int, nodes), cache: snapshot.NewCache(),
+		jobsOn: make([]int, nodes), exclusiveOn: make([]int, nodes), cache: snapshot.NewCache(v1alpha1.DefaultSchedulerName),
 	}
 	var mem uint64
 	for _, n := range topo.NUMANodes {

@@ -157,6 +157,12 @@ func (f *finegrain) place(r *run) (attempt, error) {
 		perNUMA[f.topo.NUMANodeIndex(asg.NUMANode)] = asg.CPUs.Size()
 		placed = append(placed, Placed{Node: ni, Tasks: tasks, Threads: cpus, CPUs: perNUMA})
 	}
+	// The placer vouches for the workers it bound, as its job's status placements do.
+	rec := snapshot.JobRecord{UID: job.UID, Exclusive: job.Spec.ExclusiveNodes, Workers: map[string]string{}}
+	for _, pod := range held {
+		rec.Workers[pod.Name] = pod.Spec.NodeName
+	}
+	f.cache.SetJob(Namespace, job.Name, rec)
 	launcher := jp.Launcher
 	f.bind(launcher, jp.Result.Launcher.Node)
 	f.changed(f.byName[launcher.Spec.NodeName])
@@ -227,5 +233,6 @@ func (f *finegrain) release(r *run) error {
 		f.changed(ni)
 	}
 	f.held[r.index] = nil
+	f.cache.DeleteJob(Namespace, r.job.Name)
 	return nil
 }

@@ -178,6 +178,11 @@ func (c *Controller) bindOne(ctx context.Context, t *target) error {
 			p.Spec.NodeName = t.node
 		}
 		created, err := pods.Create(ctx, p, metav1.CreateOptions{})
+		if apierrors.IsAlreadyExists(err) {
+			if cur, gerr := c.pods.Pods(p.Namespace).Get(p.Name); gerr == nil && !sameController(cur, p) {
+				return notOwnedPod(cur, p)
+			}
+		}
 		if err != nil {
 			return fmt.Errorf("create pod %s/%s bound to node %q: %w", p.Namespace, p.Name, t.node, err)
 		}
@@ -202,11 +207,37 @@ func (c *Controller) bindOne(ctx context.Context, t *target) error {
 	return nil
 }
 
-// notOwned says that an object a job needs exists and belongs to something else: the placer
-// neither adopts nor overwrites it.
+// NotOwnedError says that an object a job needs, of the name the job gives it, exists and is not
+// controlled by the job: the placer neither adopts, overwrites nor deletes it.
+type NotOwnedError struct {
+	Kind, Namespace, Name string
+	// Job is the HPCJob ("namespace/name").
+	Job string
+}
+
+func (e *NotOwnedError) Error() string {
+	return fmt.Sprintf("%s %s/%s exists and is not owned by HPCJob %s: rename the job, or delete the %s if it is a leftover",
+		e.Kind, e.Namespace, e.Name, e.Job, e.Kind)
+}
+
+// sameController reports whether two pods have the same controller (by UID).
+func sameController(a, b *corev1.Pod) bool {
+	ra, rb := metav1.GetControllerOfNoCopy(a), metav1.GetControllerOfNoCopy(b)
+	return ra != nil && rb != nil && ra.UID == rb.UID
+}
+
+// notOwnedPod says that pod cur holds the name of the job's pod want.
+func notOwnedPod(cur, want *corev1.Pod) error {
+	job := cur.Namespace + "/"
+	if ref := metav1.GetControllerOfNoCopy(want); ref != nil {
+		job += ref.Name
+	}
+	return &NotOwnedError{Kind: "Pod", Namespace: cur.Namespace, Name: cur.Name, Job: job}
+}
+
+// notOwned says that obj, needed by the job owner, belongs to something else.
 func notOwned(kind string, obj metav1.Object, owner metav1.Object) error {
-	return fmt.Errorf("%s %s/%s exists and is not owned by HPCJob %s/%s: rename the job, or delete the %s if it is a leftover",
-		kind, obj.GetNamespace(), obj.GetName(), owner.GetNamespace(), owner.GetName(), kind)
+	return &NotOwnedError{Kind: kind, Namespace: obj.GetNamespace(), Name: obj.GetName(), Job: owner.GetNamespace() + "/" + owner.GetName()}
 }
 
 // controlledBy reports whether the object with uid controls obj.
@@ -247,6 +278,9 @@ func (c *Controller) ensureSSHSecret(ctx context.Context, job *v1alpha1.HPCJob) 
 }
 
 // applyConfigMap writes the job's ConfigMap: created, or its data replaced when the job owns it.
+// The patch carries the UID and resourceVersion of the ConfigMap it read: should the object be
+// replaced in between (deleted and made again by someone else), the API server refuses it instead
+// of changing an object the job does not own.
 func (c *Controller) applyConfigMap(ctx context.Context, job *v1alpha1.HPCJob, cm *corev1.ConfigMap) error {
 	cms := c.kube.CoreV1().ConfigMaps(cm.Namespace)
 	_, err := cms.Create(ctx, cm, metav1.CreateOptions{})
@@ -256,7 +290,10 @@ func (c *Controller) applyConfigMap(ctx context.Context, job *v1alpha1.HPCJob, c
 			if !controlledBy(cur, job.UID) {
 				return notOwned("ConfigMap", cur, job)
 			}
-			patch, _ := json.Marshal(map[string]any{"data": cm.Data})
+			patch, _ := json.Marshal(map[string]any{
+				"metadata": map[string]any{"uid": cur.UID, "resourceVersion": cur.ResourceVersion},
+				"data":     cm.Data,
+			})
 			_, err = cms.Patch(ctx, cm.Name, types.MergePatchType, patch, metav1.PatchOptions{})
 		}
 	}
@@ -282,17 +319,22 @@ func (c *Controller) ensureService(ctx context.Context, job *v1alpha1.HPCJob, sv
 	return nil
 }
 
-// deletePods removes pods in the background: workers of a finished or shrinking job (with
-// their grace period, grace nil) or pods of an attempt being rolled back (grace 0: they never
-// ran their workload, and their names must be free for the next attempt). A pod whose UID is
-// known is deleted only if it is still that pod: a pod made again under its name since (a
-// retried launcher) is not the one meant, and the API server refuses with a conflict.
-func (c *Controller) deletePods(ctx context.Context, pods []*corev1.Pod, grace *int64) {
+// deletePods removes pods of a job in the background: workers of a finished or shrinking job
+// (with their grace period, grace nil) or pods of an attempt being rolled back (grace 0: they
+// never ran their workload, and their names must be free for the next attempt). It is the one
+// place the placer deletes pods, and it deletes only what the job made: a pod the job object (by
+// UID) does not control, or whose UID is unknown, is refused and logged — RBAC lets the placer
+// delete pods in every namespace, so this check is what keeps it to its own. Each deletion
+// carries the pod's UID as a precondition: a pod made again under its name since (a retried
+// launcher) is not the one meant, and the API server refuses with a conflict.
+func (c *Controller) deletePods(ctx context.Context, job *v1alpha1.HPCJob, pods []*corev1.Pod, grace *int64) {
 	for _, p := range pods {
-		opts := metav1.DeleteOptions{GracePeriodSeconds: grace}
-		if uid := p.UID; uid != "" {
-			opts.Preconditions = &metav1.Preconditions{UID: &uid}
+		uid := p.UID
+		if uid == "" || !controlledBy(p, job.UID) {
+			c.log.Error("refusing to delete a pod the job does not own", "pod", podKey(p), "uid", uid, "job", job.Namespace+"/"+job.Name)
+			continue
 		}
+		opts := metav1.DeleteOptions{GracePeriodSeconds: grace, Preconditions: &metav1.Preconditions{UID: &uid}}
 		c.binds.Add(1)
 		go func() {
 			defer c.binds.Done()

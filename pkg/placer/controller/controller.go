@@ -167,7 +167,7 @@ func New(kube kubernetes.Interface, dyn dynamic.Interface, recorder events.Event
 			InitialBackoff: opts.InitialBackoff, MaxBackoff: opts.MaxBackoff, ChangeDelay: opts.ChangeDelay,
 		}),
 		assumed:    newAssumptions(opts.AssumeTTL),
-		cache:      snapshot.NewCache(),
+		cache:      snapshot.NewCache(opts.SchedulerName),
 		inflight:   map[string]*bindOp{},
 		results:    make(chan *bindOp, 64),
 		jobStatus:  map[string]writtenStatus{},

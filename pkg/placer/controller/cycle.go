@@ -84,6 +84,9 @@ func (c *Controller) gangFailed(ctx context.Context, e *queue.Entry, u *unstruct
 	if e.TimedOut {
 		reason = ReasonGangTimeout
 	}
+	if nerr := (*NotOwnedError)(nil); errors.As(err, &nerr) {
+		reason = ReasonNotOwned
+	}
 	if timedOut {
 		c.metrics.GangFailures.WithLabelValues("timeout").Inc()
 		c.log.Info("gang timed out", "gang", e.Key, "waited", now.Sub(e.Created).Round(time.Second).String(), "err", msg)
@@ -111,6 +114,11 @@ func (c *Controller) gangFailed(ctx context.Context, e *queue.Entry, u *unstruct
 // finish handles a binding that has ended.
 func (c *Controller) finish(ctx context.Context, op *bindOp) {
 	delete(c.inflight, op.key)
+	if op.job != nil {
+		// The binding's workers are no longer vouched for as under way; those it bound are in
+		// the status it writes below.
+		defer func() { c.vouch(op.jobObj, c.statusOf(op.job.Namespace+"/"+op.job.Name, op.job)) }()
+	}
 	now := time.Now()
 	err := op.failed()
 	for _, t := range op.targets {
@@ -181,27 +189,35 @@ func (c *Controller) bindFailed(ctx context.Context, op *bindOp, err error, now 
 	c.snap = nil
 	c.log.Warn("binding failed", "gang", op.key, "err", err)
 	if op.kind != opGang {
+		// Only the pods this binding made (their UIDs known): a create refused because a pod of
+		// that name exists made nothing, and that pod is not the job's to delete.
 		var created []*corev1.Pod
 		for _, t := range op.targets {
-			if t.create {
-				created = append(created, t.pod)
+			if t.create && t.uid != "" {
+				p := t.pod.DeepCopy()
+				p.UID = t.uid
+				created = append(created, p)
 			}
 		}
 		zero := int64(0)
-		c.deletePods(ctx, created, &zero)
+		c.deletePods(ctx, op.job, created, &zero)
+	}
+	reason := ReasonBindFailed
+	if nerr := (*NotOwnedError)(nil); errors.As(err, &nerr) {
+		reason = ReasonNotOwned
 	}
 	switch op.kind {
 	case opJob:
 		c.queue.Add(op.key, queue.Gang, op.entry.Priority, op.entry.Created, op.entry.Timeout)
 		c.queue.Failed(op.key, now)
 		st := c.statusOf(op.job.Namespace+"/"+op.job.Name, op.job)
-		setCondition(st, ConditionScheduled, metav1.ConditionFalse, ReasonBindFailed, err.Error())
+		setCondition(st, ConditionScheduled, metav1.ConditionFalse, reason, err.Error())
 		c.writeStatus(ctx, op.jobObj, st)
-		c.event(op.jobObj, true, ReasonBindFailed, "%v", err)
+		c.event(op.jobObj, true, reason, "%v", err)
 	case opExpand, opLauncher:
 		c.queue.Add(op.key, queue.Expansion, op.entry.Priority, op.entry.Created, 0)
 		c.queue.Failed(op.key, now)
-		c.event(op.jobObj, true, ReasonBindFailed, "%v", err)
+		c.event(op.jobObj, true, reason, "%v", err)
 	case opGang:
 		for _, t := range op.targets {
 			if t.err != nil {

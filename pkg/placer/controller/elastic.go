@@ -38,7 +38,7 @@ func annotationInt(p *corev1.Pod, name string) int {
 
 // liveWorkers returns a job's worker pods that are not being deleted, by index.
 func (c *Controller) liveWorkers(job *v1alpha1.HPCJob, now time.Time) (live []*corev1.Pod, deleting int) {
-	for _, p := range c.jobPods(job.Namespace, job.Name, now) {
+	for _, p := range c.jobPods(job.Namespace, job.Name, job.UID, now) {
 		if p.Labels[v1alpha1.LabelRole] != v1alpha1.RoleWorker {
 			continue
 		}
@@ -114,6 +114,14 @@ func (c *Controller) attemptExpand(ctx context.Context, e *queue.Entry, now time
 	}
 	if err != nil || res == nil {
 		c.queue.Failed(e.Key, now)
+		return
+	}
+	names := make([]string, len(fresh))
+	for i, p := range fresh {
+		names[i] = p.Name
+	}
+	if err := c.nameTaken(job, names...); err != nil {
+		c.blocked(u, e, err, now)
 		return
 	}
 	c.commitExpand(ctx, snap, e, u, job, st, g, res, workers, fresh, now)
@@ -422,7 +430,7 @@ func (c *Controller) shrink(ctx context.Context, v *victim, chosen map[string]bo
 			c.log.Warn("rewrite hostfile after shrink failed", "job", job.Namespace+"/"+job.Name, "err", err)
 		}
 	}()
-	c.deletePods(ctx, drop, nil)
+	c.deletePods(ctx, job, drop, nil)
 	dropped := map[string]bool{}
 	for _, p := range drop {
 		dropped[p.Name] = true

@@ -213,9 +213,9 @@ func TestLonePodAndSharedPod(t *testing.T) {
 	}
 }
 
-// A job left half made by an interrupted placer (pods exist, status Pending) starts over.
+// A job left half made by an interrupted placer (pods of the job exist, status Pending) starts over.
 func TestInterruptedAttemptStartsOver(t *testing.T) {
-	stale := st.Pod("hpc", "j-worker-0", "n-0000", "4", "4Gi", true)
+	stale := ownedBy(st.Pod("hpc", "j-worker-0", "n-0000", "4", "4Gi", true), "j")
 	stale.Labels[v1alpha1.LabelJob], stale.Labels[v1alpha1.LabelRole] = "j", v1alpha1.RoleWorker
 	h := newHarness(t, testOptions(), append(cluster(4, 8), hpcJob("j", 16, nil), stale)...)
 	h.eventually("job running", func() bool { return h.phase("hpc", "j") == v1alpha1.PhaseRunning })

@@ -353,6 +353,15 @@ func cluster(n, cpus int) []runtime.Object {
 	return out
 }
 
+// ownedBy makes the pod one that hpcJob(job) controls, as the placer makes them, with a UID.
+func ownedBy(p *corev1.Pod, job string) *corev1.Pod {
+	yes := true
+	p.UID = k8stypes.UID("uid-pod-" + p.Name)
+	p.OwnerReferences = []metav1.OwnerReference{{APIVersion: v1alpha1.GroupVersion.String(), Kind: v1alpha1.Kind, Name: job,
+		UID: k8stypes.UID("uid-" + job), Controller: &yes, BlockOwnerDeletion: &yes}}
+	return p
+}
+
 // priorityClass is a PriorityClass of the given value, the cluster's default when def is set.
 func priorityClass(name string, value int32, def bool) *schedulingv1.PriorityClass {
 	return &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: name}, Value: value, GlobalDefault: def}

@@ -46,13 +46,15 @@ func (c *Controller) jobObject(ns, name string) (*unstructured.Unstructured, boo
 	return u, ok
 }
 
-// jobPods lists the pods the placer made for a job, assumed ones included.
-func (c *Controller) jobPods(ns, name string, now time.Time) []*corev1.Pod {
+// jobPods lists the pods the placer made for a job, assumed ones included: those its job label
+// names that the job object (by UID) controls. A pod with the label and another or no controller
+// is foreign: never counted, changed or deleted as the job's (a user may label anything).
+func (c *Controller) jobPods(ns, name string, uid types.UID, now time.Time) []*corev1.Pod {
 	sel := labels.SelectorFromSet(labels.Set{v1alpha1.LabelJob: name})
 	pods, _ := c.pods.Pods(ns).List(sel)
 	var out []*corev1.Pod
 	for _, p := range c.assumed.overlay(pods, now) {
-		if p.Namespace == ns && p.Labels[v1alpha1.LabelJob] == name {
+		if p.Namespace == ns && p.Labels[v1alpha1.LabelJob] == name && controlledBy(p, uid) {
 			out = append(out, p)
 		}
 	}
@@ -65,6 +67,7 @@ func (c *Controller) syncJob(ctx context.Context, key string) {
 	gangKey, expandKey := jobKeys(ns, name)
 	u, ok := c.jobObject(ns, name)
 	if !ok {
+		c.cache.DeleteJob(ns, name)
 		c.queue.Remove(gangKey)
 		c.queue.Remove(expandKey)
 		c.queue.Remove(launcherKey(ns, name))
@@ -80,6 +83,7 @@ func (c *Controller) syncJob(ctx context.Context, key string) {
 	}
 	job, err := decodeJob(u)
 	st := c.statusOf(key, job)
+	c.vouch(u, st)
 	if err != nil {
 		c.queue.Remove(gangKey)
 		c.queue.Remove(expandKey)
@@ -164,7 +168,7 @@ func (c *Controller) syncRunning(ctx context.Context, u *unstructured.Unstructur
 		c.wakeJobAt(key, due)
 	}
 	pods := map[string]*corev1.Pod{}
-	for _, p := range c.jobPods(ns, name, now) {
+	for _, p := range c.jobPods(ns, name, job.UID, now) {
 		pods[p.Name] = p
 	}
 	if c.inflight[expandKey] == nil {
@@ -189,12 +193,6 @@ func (c *Controller) syncRunning(ctx context.Context, u *unstructured.Unstructur
 	} else {
 		c.queue.Remove(expandKey)
 	}
-}
-
-// ownedBy reports whether the object with uid controls the pod.
-func ownedBy(p *corev1.Pod, uid types.UID) bool {
-	ref := metav1.GetControllerOf(p)
-	return ref != nil && ref.UID == uid
 }
 
 // finishJob records the end of a job and cleans up its pods by runPolicy.cleanPodPolicy (by
@@ -251,7 +249,7 @@ func (c *Controller) attemptJob(ctx context.Context, e *queue.Entry, now time.Ti
 		c.mu.Unlock()
 		return
 	}
-	if c.clearInterrupted(ctx, e, ns, name, now) {
+	if c.clearInterrupted(ctx, e, job, now) {
 		return
 	}
 	snap := c.snapshot(now)
@@ -269,14 +267,48 @@ func (c *Controller) attemptJob(ctx context.Context, e *queue.Entry, now time.Ti
 		c.gangFailed(ctx, e, u, st, err, now, nil)
 		return
 	}
+	names := make([]string, 0, len(jp.Pods)+1)
+	for _, p := range jp.Pods {
+		names = append(names, p.Name)
+	}
+	if job.Spec.LauncherCreationPolicy == v1alpha1.AtStartup {
+		names = append(names, jp.Launcher.Name)
+	}
+	if err := c.nameTaken(job, names...); err != nil {
+		c.gangFailed(ctx, e, u, st, err, now, nil)
+		return
+	}
 	c.commit(ctx, snap, jobBinding(e, job, u, st, jp, now))
+}
+
+// nameTaken returns a *NotOwnedError for the first of the job's pod names that a pod the job does
+// not control holds (a user's pod, or one of an earlier job of the same name still going away):
+// the job cannot have that pod, and the placer leaves the other one alone.
+func (c *Controller) nameTaken(job *v1alpha1.HPCJob, names ...string) error {
+	for _, n := range names {
+		if p, err := c.pods.Pods(job.Namespace).Get(n); err == nil && !controlledBy(p, job.UID) {
+			return notOwned("Pod", p, job)
+		}
+	}
+	return nil
+}
+
+// blocked backs off a running job's expansion or launcher that cannot go ahead (err says why: a
+// name held by a pod the job does not own) and tells the job once per reason.
+func (c *Controller) blocked(u *unstructured.Unstructured, e *queue.Entry, err error, now time.Time) {
+	c.queue.Failed(e.Key, now)
+	if msg := err.Error(); c.lastReason[e.Key] != msg {
+		c.lastReason[e.Key] = msg
+		c.event(u, true, ReasonNotOwned, "%s", msg)
+	}
 }
 
 // clearInterrupted deletes the pods of an interrupted attempt (the placer restarted
 // mid-binding) and backs the job off: a gang is never kept by halves. It reports whether there
 // were any.
-func (c *Controller) clearInterrupted(ctx context.Context, e *queue.Entry, ns, name string, now time.Time) bool {
-	left := c.jobPods(ns, name, now)
+func (c *Controller) clearInterrupted(ctx context.Context, e *queue.Entry, job *v1alpha1.HPCJob, now time.Time) bool {
+	ns, name := job.Namespace, job.Name
+	left := c.jobPods(ns, name, job.UID, now)
 	if len(left) == 0 {
 		return false
 	}
@@ -287,7 +319,7 @@ func (c *Controller) clearInterrupted(ctx context.Context, e *queue.Entry, ns, n
 		}
 	}
 	zero := int64(0)
-	c.deletePods(ctx, live, &zero)
+	c.deletePods(ctx, job, live, &zero)
 	c.queue.Failed(e.Key, now)
 	c.log.Info("removing pods of an interrupted placement", "job", ns+"/"+name, "pods", len(left))
 	return true
@@ -355,4 +387,30 @@ func (c *Controller) commit(ctx context.Context, snap *snapshot.Snapshot, op *bi
 	c.queue.Remove(op.key)
 	delete(c.lastReason, op.key)
 	c.start(ctx, op)
+	if op.job != nil {
+		c.vouch(op.jobObj, c.statusOf(op.job.Namespace+"/"+op.job.Name, op.job))
+	}
+}
+
+// vouch tells the snapshot cache which pods are the job's workers (snapshot.JobRecord): those its
+// status places, as this placer last wrote it, and those of its bindings under way. Only these
+// count as the job's on their nodes, with its spec.exclusiveNodes fence.
+func (c *Controller) vouch(u *unstructured.Unstructured, st *v1alpha1.HPCJobStatus) {
+	ns, name := u.GetNamespace(), u.GetName()
+	rec := snapshot.JobRecord{UID: u.GetUID(), Workers: make(map[string]string, len(st.Placements))}
+	rec.Exclusive, _, _ = unstructured.NestedBool(u.Object, "spec", "exclusiveNodes")
+	for _, pl := range st.Placements {
+		rec.Workers[pl.Worker] = pl.Node
+	}
+	gangKey, expandKey := jobKeys(ns, name)
+	for _, key := range []string{gangKey, expandKey} {
+		if op := c.inflight[key]; op != nil {
+			for _, t := range op.targets {
+				if t.node != "" && t.role == v1alpha1.RoleWorker {
+					rec.Workers[t.pod.Name] = t.node
+				}
+			}
+		}
+	}
+	c.cache.SetJob(ns, name, rec)
 }

@@ -93,7 +93,7 @@ func (c *Controller) workerFailure(job *v1alpha1.HPCJob, st *v1alpha1.HPCJobStat
 	for _, pl := range st.Placements {
 		p, ok := pods[pl.Worker]
 		switch {
-		case !ok || !ownedBy(p, job.UID):
+		case !ok:
 			return &failure{reason: ReasonWorkerFailed, restartJob: true,
 				msg: fmt.Sprintf("worker %s on node %s was deleted while the job ran", pl.Worker, pl.Node)}
 		case p.DeletionTimestamp != nil:
@@ -206,10 +206,6 @@ func (c *Controller) syncLauncher(ctx context.Context, u *unstructured.Unstructu
 	key := ns + "/" + name
 	lkey := launcherKey(ns, name)
 	launcher := pods[v1alpha1.LauncherName(name)]
-	if launcher != nil && !ownedBy(launcher, job.UID) {
-		// A launcher of another job of this name (this one was deleted and made again).
-		launcher = nil
-	}
 	ready, why := workersReady(st, pods)
 	status, reason := metav1.ConditionFalse, ReasonWorkersNotReady
 	if ready {
@@ -240,7 +236,7 @@ func (c *Controller) syncLauncher(ctx context.Context, u *unstructured.Unstructu
 	case st.LauncherCreationTime == nil && launcher.Status.Phase == corev1.PodFailed:
 		// The failed launcher of the try before a retry, not yet deleted.
 		zero := int64(0)
-		c.deletePods(ctx, []*corev1.Pod{launcher}, &zero)
+		c.deletePods(ctx, job, []*corev1.Pod{launcher}, &zero)
 		return false
 	case st.LauncherCreationTime == nil && c.inflight[lkey] == nil:
 		// A launcher whose creation the status does not record (its write was lost).
@@ -287,9 +283,9 @@ func (c *Controller) runFailed(ctx context.Context, u *unstructured.Unstructured
 	c.writeStatus(ctx, u, st)
 	c.event(u, true, ReasonRestarting, "%s: the launcher is created again on the same workers", msg)
 	c.log.Info("HPCJob launcher retried", "job", job.Namespace+"/"+job.Name, "reason", f.reason, "retry", st.Restarts, "limit", limit)
-	if l, err := c.pods.Pods(job.Namespace).Get(v1alpha1.LauncherName(job.Name)); err == nil && ownedBy(l, job.UID) && l.DeletionTimestamp == nil {
+	if l, err := c.pods.Pods(job.Namespace).Get(v1alpha1.LauncherName(job.Name)); err == nil && controlledBy(l, job.UID) && l.DeletionTimestamp == nil {
 		zero := int64(0)
-		c.deletePods(ctx, []*corev1.Pod{l}, &zero)
+		c.deletePods(ctx, job, []*corev1.Pod{l}, &zero)
 	}
 }
 
@@ -304,6 +300,10 @@ func (c *Controller) attemptLauncher(ctx context.Context, e *queue.Entry, now ti
 		return
 	}
 	pod := hpcjob.LauncherPod(job, c.opts.SchedulerName)
+	if err := c.nameTaken(job, pod.Name); err != nil {
+		c.blocked(u, e, err, now)
+		return
+	}
 	if l, err := c.pods.Pods(ns).Get(pod.Name); err == nil || c.assumed.has(podKey(pod)) {
 		if err == nil && l.DeletionTimestamp != nil {
 			// The failed launcher of the last try is still going away.
@@ -358,13 +358,13 @@ func (c *Controller) restart(ctx context.Context, u *unstructured.Unstructured, 
 	c.writeStatus(ctx, u, st)
 	c.event(u, true, reason, "%s", msg)
 	var live []*corev1.Pod
-	for _, p := range c.jobPods(job.Namespace, job.Name, now) {
-		if p.DeletionTimestamp == nil && ownedBy(p, job.UID) {
+	for _, p := range c.jobPods(job.Namespace, job.Name, job.UID, now) {
+		if p.DeletionTimestamp == nil {
 			live = append(live, p)
 		}
 	}
 	zero := int64(0)
-	c.deletePods(ctx, live, &zero)
+	c.deletePods(ctx, job, live, &zero)
 	c.snapStale = true
 	c.queue.Remove(expandKey)
 	c.queue.Remove(launcherKey(job.Namespace, job.Name))
@@ -381,8 +381,8 @@ func (c *Controller) cleanPods(ctx context.Context, job *v1alpha1.HPCJob, now ti
 		return
 	}
 	var doomed []*corev1.Pod
-	for _, p := range c.jobPods(job.Namespace, job.Name, now) {
-		if p.DeletionTimestamp != nil || !ownedBy(p, job.UID) {
+	for _, p := range c.jobPods(job.Namespace, job.Name, job.UID, now) {
+		if p.DeletionTimestamp != nil {
 			continue
 		}
 		ended := p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
@@ -390,7 +390,7 @@ func (c *Controller) cleanPods(ctx context.Context, job *v1alpha1.HPCJob, now ti
 			doomed = append(doomed, p)
 		}
 	}
-	c.deletePods(ctx, doomed, nil)
+	c.deletePods(ctx, job, doomed, nil)
 }
 
 // expireFinished deletes a finished job once runPolicy.ttlSecondsAfterFinished has passed since

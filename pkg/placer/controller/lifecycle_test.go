@@ -120,8 +120,8 @@ func TestSSHSecretAndForeignObjects(t *testing.T) {
 	h.createJob(hpcJob("k", 2, nil))
 	h.eventually("both jobs refused", func() bool {
 		cj, ck := h.condition("hpc", "j", ConditionScheduled), h.condition("hpc", "k", ConditionScheduled)
-		return cj != nil && cj.Reason == ReasonBindFailed && strings.Contains(cj.Message, "Secret hpc/j-ssh exists and is not owned by HPCJob hpc/j") &&
-			ck != nil && ck.Reason == ReasonBindFailed && strings.Contains(ck.Message, "ConfigMap hpc/k-hostfile exists and is not owned by HPCJob hpc/k")
+		return cj != nil && cj.Reason == ReasonNotOwned && strings.Contains(cj.Message, "Secret hpc/j-ssh exists and is not owned by HPCJob hpc/j") &&
+			ck != nil && ck.Reason == ReasonNotOwned && strings.Contains(ck.Message, "ConfigMap hpc/k-hostfile exists and is not owned by HPCJob hpc/k")
 	})
 	if cm, _ := h.kube.CoreV1().ConfigMaps("hpc").Get(context.Background(), "k-hostfile", metav1.GetOptions{}); cm.Data["app"] != "db" || len(cm.Data) != 1 {
 		t.Errorf("the foreign ConfigMap was changed: %v", cm.Data)

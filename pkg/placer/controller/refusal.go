@@ -59,8 +59,9 @@ func (c *Controller) refusalDue() (time.Time, bool) {
 	return due, ok
 }
 
-// checkRefusals acts on refusals whose grace has passed: a worker of a running HPCJob that the
-// agent still does not list among its node's pins makes the whole job start over.
+// checkRefusals acts on refusals whose grace has passed: a worker of a running HPCJob (a pod the
+// job controls) that the agent still does not list among its node's pins makes the whole job
+// start over.
 func (c *Controller) checkRefusals(ctx context.Context, now time.Time) {
 	for key, r := range c.refusals {
 		if now.Before(r.seen.Add(c.opts.RefusalGrace)) {
@@ -79,7 +80,8 @@ func (c *Controller) checkRefusals(ctx context.Context, now time.Time) {
 			continue
 		}
 		spec, err := decodeJob(u)
-		if err != nil {
+		if err != nil || !controlledBy(pod, spec.UID) {
+			// Only a worker the job made can make it start over, whatever labels a pod carries.
 			continue
 		}
 		st := c.statusOf(ns+"/"+job, spec)
@@ -98,8 +100,11 @@ func (c *Controller) checkRefusals(ctx context.Context, now time.Time) {
 }
 
 // pinnedOnNode reports whether the node agent lists the pod among the pins of its node's
-// NodeResourceTopology: it pinned the pod after all.
+// NodeResourceTopology: it pinned the pod after all. Each zone's pins are read within the CPU
+// bound of the node (nrt.MaxCPUs).
 func (c *Controller) pinnedOnNode(pod *corev1.Pod) bool {
+	node, _ := c.nodes.Get(pod.Spec.NodeName)
+	bound := nrt.MaxCPUs(node)
 	o, err := c.nrts.Get(pod.Spec.NodeName)
 	if err != nil {
 		return false
@@ -115,7 +120,7 @@ func (c *Controller) pinnedOnNode(pod *corev1.Pod) bool {
 	key := podKey(pod)
 	for i := range obj.Zones {
 		v, _ := obj.Zones[i].Attribute(nrt.AttrPins)
-		for e, err := range nrt.ScanPins(v) {
+		for e, err := range nrt.ScanPinsWithin(v, bound) {
 			// A malformed entry names no pod; the zone's other entries still count.
 			if err == nil && e.PodKey() == key {
 				return true

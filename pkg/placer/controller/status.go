@@ -38,6 +38,8 @@ const (
 	ReasonCompleted     = "LauncherSucceeded"
 	ReasonLauncherFail  = "LauncherFailed"
 	ReasonLauncherGone  = "LauncherDeleted"
+	// ReasonNotOwned: an object of a name the job needs exists and is not the job's.
+	ReasonNotOwned = "ObjectNotOwned"
 )
 
 // fieldManager names the placer in managed fields.
@@ -78,6 +80,7 @@ func (c *Controller) writeStatus(ctx context.Context, u *unstructured.Unstructur
 	key := u.GetNamespace() + "/" + u.GetName()
 	st.ObservedGeneration = u.GetGeneration()
 	c.jobStatus[key] = writtenStatus{uid: u.GetUID(), status: st.DeepCopy()}
+	c.vouch(u, st)
 	patch, err := statusPatch(st)
 	if err == nil {
 		_, err = c.dyn.Resource(v1alpha1.GroupVersionResource).Namespace(u.GetNamespace()).Patch(ctx, u.GetName(),

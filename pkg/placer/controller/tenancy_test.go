@@ -1,7 +1,9 @@
 package controller
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -9,12 +11,16 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	k8stypes "k8s.io/apimachinery/pkg/types"
+	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/utils/ptr"
 
 	"github.com/finegrain-dev/finegrain/pkg/apis/finegrain/v1alpha1"
 	"github.com/finegrain-dev/finegrain/pkg/placer/priority"
+	st "github.com/finegrain-dev/finegrain/pkg/placer/snapshot/snapshottest"
 )
 
 // Tests of issue 21: what one tenant (a namespace user) must not do to another through the placer.
@@ -101,3 +107,115 @@ func TestMissingPriorityClass(t *testing.T) {
 }
 
 var errFakeQuota = errors.New(`insufficient quota to match these scopes: [{PriorityClass In [urgent]}]`)
+
+// statefulSetPod is a pod of another controller (a StatefulSet "db") that a user labelled as if it
+// were a worker of HPCJob "db".
+func statefulSetPod(name, node string) *corev1.Pod {
+	p := st.Pod("hpc", name, node, "100m", "", false)
+	yes := true
+	p.UID = k8stypes.UID("uid-sts-" + name)
+	p.Labels[v1alpha1.LabelJob], p.Labels[v1alpha1.LabelRole] = "db", v1alpha1.RoleWorker
+	p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "StatefulSet", Name: "db", UID: "uid-sts", Controller: &yes}}
+	return p
+}
+
+// Finding 4: the placer took every pod labelled finegrain.dev/job: db for a worker of HPCJob db
+// and deleted it with grace 0 (an interrupted attempt, a restart, clean-up). It now leaves a pod
+// the job does not control alone: the job is placed and ends around it.
+func TestForeignLabelledPodIsLeftAlone(t *testing.T) {
+	h := newHarness(t, testOptions(), append(cluster(2, 9), statefulSetPod("db-0", "n-0000"), hpcJob("db", 4, nil))...)
+	h.eventually("db running", func() bool { return h.phase("hpc", "db") == v1alpha1.PhaseRunning })
+	h.setPhase("hpc", "db-launcher", corev1.PodSucceeded)
+	h.eventually("db finished", func() bool { return h.phase("hpc", "db") == v1alpha1.PhaseSucceeded })
+	h.eventually("db's workers cleaned up", func() bool { _, ok := h.lookup("hpc", "db-worker-0"); return !ok })
+	if p, ok := h.lookup("hpc", "db-0"); !ok || p.DeletionTimestamp != nil {
+		t.Fatal("the StatefulSet's pod was deleted as a worker of HPCJob db")
+	}
+	for _, a := range h.kube.Actions() {
+		if d, ok := a.(k8stesting.DeleteAction); ok && d.GetName() == "db-0" {
+			t.Fatalf("the placer asked to delete the StatefulSet's pod: %v", d)
+		}
+	}
+}
+
+// A pod the job does not own holding one of its pod names (here its first worker's) stops the job
+// with a condition naming that pod, which is neither deleted nor adopted; once it is gone, the job
+// is placed.
+func TestForeignPodHoldingAWorkerName(t *testing.T) {
+	h := newHarness(t, testOptions(), append(cluster(2, 9), statefulSetPod("db-worker-0", "n-0001"), hpcJob("db", 4, nil))...)
+	h.eventually("db says which pod is in its way", func() bool {
+		c := h.condition("hpc", "db", ConditionScheduled)
+		return c != nil && c.Reason == ReasonNotOwned && strings.Contains(c.Message, "Pod hpc/db-worker-0 exists and is not owned by HPCJob hpc/db")
+	})
+	if p, ok := h.lookup("hpc", "db-worker-0"); !ok || p.UID != "uid-sts-db-worker-0" {
+		t.Fatal("the foreign pod was replaced")
+	}
+	if err := h.kube.CoreV1().Pods("hpc").Delete(context.Background(), "db-worker-0", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	h.eventually("db running", func() bool { return h.phase("hpc", "db") == v1alpha1.PhaseRunning })
+}
+
+// deletePods is the one place the placer deletes pods; it refuses any pod the job does not
+// control, or whose UID it does not know, whoever asks.
+func TestDeletePodsRefusesForeignPods(t *testing.T) {
+	foreign := statefulSetPod("db-0", "n-0000")
+	own := ownedBy(st.Pod("hpc", "db-worker-0", "n-0000", "1", "", true), "db")
+	noUID := ownedBy(st.Pod("hpc", "db-worker-1", "n-0000", "1", "", true), "db")
+	h := newHarness(t, testOptions(), foreign, own, noUID)
+	job := &v1alpha1.HPCJob{ObjectMeta: metav1.ObjectMeta{Namespace: "hpc", Name: "db", UID: "uid-db"}}
+	unknown := noUID.DeepCopy()
+	unknown.UID = ""
+	h.c.deletePods(context.Background(), job, []*corev1.Pod{foreign, own, unknown}, nil)
+	h.eventually("the job's own pod deleted", func() bool { _, ok := h.lookup("hpc", "db-worker-0"); return !ok })
+	h.never("a pod not the job's was deleted", 200*time.Millisecond, func() bool {
+		_, a := h.lookup("hpc", "db-0")
+		_, b := h.lookup("hpc", "db-worker-1")
+		return !a || !b
+	})
+}
+
+// Finding 2: four 10m pods carrying finegrain.dev/exclusive-nodes and an HPC job's labels,
+// scheduled by the default scheduler, fenced a 16-task job off every node. The placer now counts
+// only the pods it vouches for (snapshot.JobRecord), so jobs with and without exclusive nodes of
+// their own fit around them.
+func TestForeignPodsFenceNothing(t *testing.T) {
+	for _, exclusive := range []bool{false, true} {
+		t.Run(fmt.Sprintf("exclusive=%v", exclusive), func(t *testing.T) {
+			objs := cluster(4, 9)
+			for i := range 4 {
+				p := st.Pod("team-a", fmt.Sprintf("fence-%d", i), fmt.Sprintf("n-%04d", i), "10m", "", false)
+				p.Labels[v1alpha1.LabelJob], p.Labels[v1alpha1.LabelRole] = "fence", v1alpha1.RoleWorker
+				p.Labels[v1alpha1.LabelPodGroup] = "fence"
+				p.Annotations[v1alpha1.AnnotationExclusiveNodes] = "true"
+				p.Spec.SchedulerName = "default-scheduler"
+				objs = append(objs, p)
+			}
+			h := newHarness(t, testOptions(), append(objs, hpcJob("wide", 16, func(s *v1alpha1.HPCJobSpec) { s.ExclusiveNodes = exclusive }))...)
+			h.eventually("placed or refused", func() bool {
+				return h.phase("hpc", "wide") == v1alpha1.PhaseRunning || h.rec.find("Warning Unschedulable wide")
+			})
+			if h.phase("hpc", "wide") != v1alpha1.PhaseRunning {
+				t.Fatalf("a 16-task job was fenced off by pods the placer never placed:\n%s", h.rec.all())
+			}
+		})
+	}
+}
+
+// The placer's own workers keep their job's fence once the informer shows them (no longer
+// assumed): the job's status placements vouch for them.
+func TestOwnExclusiveJobKeepsItsNodes(t *testing.T) {
+	one := func(exclusive bool) func(*v1alpha1.HPCJobSpec) {
+		return func(s *v1alpha1.HPCJobSpec) {
+			s.Granularity, s.Workers, s.ExclusiveNodes, s.Placement = v1alpha1.GranularityNone, 1, exclusive, v1alpha1.MostLoaded
+		}
+	}
+	h := newHarness(t, testOptions(), append(cluster(2, 9), hpcJob("first", 4, one(true)))...)
+	h.eventually("first running", func() bool { return h.phase("hpc", "first") == v1alpha1.PhaseRunning })
+	h.eventually("nothing assumed", func() bool { return h.metric(h.c.metrics.Assumed) == 0 })
+	h.createJob(hpcJob("second", 4, one(false)))
+	h.eventually("second running", func() bool { return h.phase("hpc", "second") == v1alpha1.PhaseRunning })
+	if a, b := h.job("hpc", "first").Status.Placements[0].Node, h.job("hpc", "second").Status.Placements[0].Node; a == b {
+		t.Errorf("second placed on %s, the node of the exclusive job first (most-loaded prefers it unless fenced)", b)
+	}
+}

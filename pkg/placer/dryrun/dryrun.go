@@ -25,7 +25,7 @@ type Options struct {
 	// of a plain pod gang from the cluster file instead. Exactly one is set.
 	JobFile  string
 	PodGroup string
-	// ClusterFile is what `kubectl get nodes,noderesourcetopologies,pods -A -o yaml` prints.
+	// ClusterFile is what `kubectl get nodes,noderesourcetopologies,pods,hpcjobs -A -o yaml` prints.
 	ClusterFile string
 	// Output is "json" or "text".
 	Output string
@@ -79,7 +79,7 @@ func Plan(opts Options) (*Output, []string, error) {
 		return nil, nil, errors.New("give exactly one of --job FILE and --pod-group NAMESPACE/NAME")
 	}
 	if opts.ClusterFile == "" {
-		return nil, nil, errors.New("give --cluster FILE (kubectl get nodes,noderesourcetopologies,pods -A -o yaml)")
+		return nil, nil, errors.New("give --cluster FILE (kubectl get nodes,noderesourcetopologies,pods,hpcjobs -A -o yaml)")
 	}
 	f, err := os.Open(opts.ClusterFile)
 	if err != nil {
@@ -90,7 +90,7 @@ func Plan(opts Options) (*Output, []string, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	cache := snapshot.NewCache()
+	cache := snapshot.NewCache(opts.SchedulerName)
 	cache.Add(in)
 	s := cache.Snapshot()
 	warnings = append(warnings, s.Warnings()...)

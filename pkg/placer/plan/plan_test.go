@@ -164,7 +164,9 @@ func TestPlanExclusiveNodes(t *testing.T) {
 	excl := st.Pod("ml", "p", "n-0001", "2", "", true)
 	excl.Labels[v1alpha1.LabelPodGroup] = "train"
 	excl.Annotations[v1alpha1.AnnotationExclusiveNodes] = "true"
-	in.Pods = []*corev1.Pod{other, excl}
+	excl.Spec.SchedulerName = v1alpha1.DefaultSchedulerName
+	// k's worker is one the placer placed and still assumes; the pod group's names the placer.
+	in.Own, in.Pods, in.SchedulerName = []*corev1.Pod{other}, []*corev1.Pod{excl}, v1alpha1.DefaultSchedulerName
 	s := snapshot.Build(in)
 
 	// Not exclusive itself: may share n-0000 with a plain job, never n-0001 with an exclusive one.

@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/finegrain-dev/finegrain/pkg/apis/finegrain/v1alpha1"
 	"github.com/finegrain-dev/finegrain/pkg/placer/snapshot"
 	st "github.com/finegrain-dev/finegrain/pkg/placer/snapshot/snapshottest"
 )
@@ -54,7 +55,7 @@ func BenchmarkSnapshotUpdate(b *testing.B) {
 	})
 	for _, changed := range []int{1, 100, 1000} {
 		b.Run(fmt.Sprintf("nodes=5000/pods=50000/changed=%d", changed), func(b *testing.B) {
-			c := snapshot.NewCache()
+			c := snapshot.NewCache(v1alpha1.DefaultSchedulerName)
 			c.Add(in)
 			c.Snapshot()
 			// Two versions of every changed node's first pod and map, taken in turn.

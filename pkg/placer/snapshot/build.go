@@ -15,8 +15,15 @@ type Input struct {
 	Nodes []*corev1.Node
 	// Topologies are NodeResourceTopology objects, one per node, named after it.
 	Topologies []*unstructured.Unstructured
-	// Pods are all pods; pending and terminated ones are skipped.
+	// Pods are all pods; pending and terminated ones are skipped. What they claim to be (an HPC
+	// job's worker, its fence, a NUMA node) counts only where SchedulerName or Jobs vouch for it
+	// (trust.go).
 	Pods []*corev1.Pod
+	// Own are pods the placer placed itself and assumes (not in Pods), taken as they claim.
+	Own []*corev1.Pod
+	// SchedulerName is the placer's; Jobs its HPCJobs by "namespace/name".
+	SchedulerName string
+	Jobs          map[string]JobRecord
 	// Gone names pods ("namespace/name") to treat as deleted: their requests are not counted
 	// and the cores the free-core map lists them pinned to are free again. It answers "what if
 	// these pods were gone" (shrinking an elastic job).
@@ -29,7 +36,8 @@ func HPCJobKey(namespace, name string) string { return "HPCJob " + namespace + "
 // PodGroupKey is the JobOnNode key of a gang of plain pods.
 func PodGroupKey(namespace, name string) string { return "pod group " + namespace + "/" + name }
 
-// JobOf returns the HPC job a pod is a worker of, if any.
+// JobOf returns the HPC job a pod claims to be a worker of, if any (the snapshot believes it only
+// of pods the placer vouches for: trust.go).
 func JobOf(pod *corev1.Pod) (JobOnNode, bool) {
 	exclusive := pod.Annotations[v1alpha1.AnnotationExclusiveNodes] == "true"
 	if job := pod.Labels[v1alpha1.LabelJob]; job != "" && pod.Labels[v1alpha1.LabelRole] == v1alpha1.RoleWorker {
@@ -79,10 +87,17 @@ func gatherStates(in Input) []*nodeState {
 	for _, u := range in.Topologies {
 		state(u.GetName()).setMap(u)
 	}
+	t := &trust{schedulerName: in.SchedulerName, jobs: in.Jobs}
 	for _, p := range in.Pods {
 		if node := countedOn(p); node != "" {
 			st := state(node)
-			st.pods = append(st.pods, newPodInfo(p, ""))
+			st.pods = append(st.pods, newPodInfo(p, "", t))
+		}
+	}
+	for _, p := range in.Own {
+		if node := countedOn(p); node != "" {
+			st := state(node)
+			st.pods = append(st.pods, newPodInfo(p, "", nil))
 		}
 	}
 	states := make([]*nodeState, 0, len(byName))

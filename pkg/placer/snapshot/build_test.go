@@ -5,9 +5,12 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/finegrain-dev/finegrain/pkg/apis/finegrain/v1alpha1"
 	"github.com/finegrain-dev/finegrain/pkg/placer/snapshot"
@@ -115,6 +118,7 @@ func TestBuildAssumesUnreportedPinnedPods(t *testing.T) {
 	reported := st.Pod("hpc", "a", "n1", "4", "8Gi", true)
 	unreported := st.Pod("hpc", "b", "n1", "6", "8Gi", true)
 	unreported.Annotations[v1alpha1.AnnotationNUMANode] = "1"
+	unreported.Spec.SchedulerName = v1alpha1.DefaultSchedulerName
 	unannotated := st.Pod("hpc", "c", "n1", "2", "", true)
 	shared := st.Pod("web", "d", "n1", "1500m", "1Gi", false)
 	done := st.Pod("hpc", "e", "n1", "8", "", true)
@@ -124,7 +128,7 @@ func TestBuildAssumesUnreportedPinnedPods(t *testing.T) {
 		st.Zone{Free: "4-17", Available: -1, Memory: "64Gi", Pins: "hpc/a/main=0-3"},
 		st.Zone{Free: "18-35", Available: -1, Memory: "64Gi"})
 	s := snapshot.Build(snapshot.Input{
-		Nodes: nodes, Topologies: []*unstructured.Unstructured{nrt},
+		Nodes: nodes, Topologies: []*unstructured.Unstructured{nrt}, SchedulerName: v1alpha1.DefaultSchedulerName,
 		Pods: []*corev1.Pod{shared, unannotated, reported, done, pending, unreported},
 	})
 	wantAssumed := []snapshot.Assumption{
@@ -150,13 +154,13 @@ func TestBuildAssumesUnreportedPinnedPods(t *testing.T) {
 	// The agent catches up: b and c are in the pins, nothing is assumed any more.
 	nrt = st.NRT("n1", 4,
 		st.Zone{Free: "4-17", Available: -1, Memory: "64Gi", Pins: "hpc/a/main=0-3"},
-		st.Zone{Free: "18-19,26-35", Available: -1, Memory: "64Gi", Pins: "hpc/b/main=20-25;hpc/c/main=18-19"})
+		st.Zone{Free: "26-35", Available: -1, Memory: "64Gi", Pins: "hpc/b/main=20-25;hpc/c/main=18-19"})
 	s = snapshot.Build(snapshot.Input{Nodes: nodes, Topologies: []*unstructured.Unstructured{nrt}, Pods: []*corev1.Pod{reported, unreported, unannotated}})
 	if len(s.Assumed()) != 0 {
 		t.Errorf("assumed %v after the map lists the pods", s.Assumed())
 	}
-	if z := zonesOf(t, s, "n1"); z[1].FreeCPUs != 12 {
-		t.Errorf("NUMA 1 free = %d, want 12", z[1].FreeCPUs)
+	if z := zonesOf(t, s, "n1"); z[1].FreeCPUs != 10 {
+		t.Errorf("NUMA 1 free = %d, want 10", z[1].FreeCPUs)
 	}
 }
 
@@ -178,7 +182,7 @@ func TestBuildWarnsOnMalformedPins(t *testing.T) {
 // An entry that names a pod but no CPUs, or an empty entry, is malformed: the pod is not taken
 // for reported, and its cores stay held.
 func TestBuildHoldsPodsOfEmptyPinsEntries(t *testing.T) {
-	nrt := st.NRT("n1", 1, st.Zone{Free: "0-7", Available: -1, Pins: "hpc/a/main=;;hpc/b/main=0"})
+	nrt := st.NRT("n1", 1, st.Zone{Free: "1-7", Available: -1, Pins: "hpc/a/main=;;hpc/b/main=0"})
 	s := snapshot.Build(snapshot.Input{Nodes: []*corev1.Node{st.Node("n1", 8, "8Gi", nil)}, Topologies: []*unstructured.Unstructured{nrt},
 		Pods: []*corev1.Pod{st.Pod("hpc", "a", "n1", "2", "", true), st.Pod("hpc", "b", "n1", "1", "", true)}})
 	if len(s.Warnings()) != 2 {
@@ -189,16 +193,26 @@ func TestBuildHoldsPodsOfEmptyPinsEntries(t *testing.T) {
 	}
 }
 
+// worker is pod name of HPCJob job (UID "uid-<job>") on node, as the placer makes it.
+func worker(job, name, node, cpu string) *corev1.Pod {
+	p := st.Pod("hpc", name, node, cpu, "", true)
+	yes := true
+	p.Labels[v1alpha1.LabelJob], p.Labels[v1alpha1.LabelRole] = job, v1alpha1.RoleWorker
+	p.Spec.SchedulerName = v1alpha1.DefaultSchedulerName
+	p.OwnerReferences = []metav1.OwnerReference{{APIVersion: v1alpha1.GroupVersion.String(), Kind: v1alpha1.Kind, Name: job,
+		UID: types.UID("uid-" + job), Controller: &yes}}
+	return p
+}
+
 func TestBuildCordonAndJobs(t *testing.T) {
 	n := st.Node("n1", 8, "8Gi", nil)
 	n.Spec.Unschedulable = true
-	w := st.Pod("hpc", "j-worker-0", "n1", "2", "", true)
-	w.Labels[v1alpha1.LabelJob] = "j"
-	w.Labels[v1alpha1.LabelRole] = v1alpha1.RoleWorker
-	w.Annotations[v1alpha1.AnnotationExclusiveNodes] = "true"
+	w := worker("j", "j-worker-0", "n1", "2")
 	g := st.Pod("ml", "p0", "n1", "1", "", false)
 	g.Labels[v1alpha1.LabelPodGroup] = "train"
-	s := snapshot.Build(snapshot.Input{Nodes: []*corev1.Node{n}, Pods: []*corev1.Pod{g, w}})
+	g.Spec.SchedulerName = v1alpha1.DefaultSchedulerName
+	s := snapshot.Build(snapshot.Input{Nodes: []*corev1.Node{n}, Pods: []*corev1.Pod{g, w}, SchedulerName: v1alpha1.DefaultSchedulerName,
+		Jobs: map[string]snapshot.JobRecord{"hpc/j": {UID: "uid-j", Exclusive: true, Workers: map[string]string{"j-worker-0": "n1"}}}})
 	want := []snapshot.JobOnNode{{Key: "HPCJob hpc/j", Exclusive: true}, {Key: "pod group ml/train"}}
 	if d := cmp.Diff(want, s.Nodes[0].Jobs); d != "" {
 		t.Errorf("jobs (-want +got):\n%s", d)
@@ -208,6 +222,56 @@ func TestBuildCordonAndJobs(t *testing.T) {
 	}
 	if len(n.Spec.Taints) != 0 {
 		t.Error("Build changed the input node")
+	}
+}
+
+// Finding 2 of issue 21: four 10m pods carrying finegrain.dev/exclusive-nodes and a job's labels,
+// bound by the default scheduler, fenced every HPC job off their nodes. A pod counts as a job's
+// worker, with the job's fence, only when the placer vouches for it; finding 6's NUMA hint counts
+// on the same pods only.
+func TestBuildTrustsOnlyWhatThePlacerVouchesFor(t *testing.T) {
+	fence := func(name, node string) *corev1.Pod {
+		p := st.Pod("team-a", name, node, "10m", "", false)
+		p.Labels[v1alpha1.LabelJob], p.Labels[v1alpha1.LabelRole] = "fence", v1alpha1.RoleWorker
+		p.Labels[v1alpha1.LabelPodGroup] = "fence"
+		p.Annotations[v1alpha1.AnnotationExclusiveNodes] = "true"
+		p.Spec.SchedulerName = "default-scheduler"
+		return p
+	}
+	forged := worker("j", "j-worker-1", "n2", "2") // claims job j with j's UID, never placed there
+	stranger := worker("j", "j-worker-0", "n3", "2")
+	stranger.OwnerReferences[0].UID = "uid-other" // another object named j
+	placed := worker("j", "j-worker-0", "n4", "2")
+	hinted := st.Pod("team-a", "hinted", "n1", "2", "", true)
+	hinted.Annotations[v1alpha1.AnnotationNUMANode] = "1"
+	hinted.Spec.SchedulerName = "default-scheduler"
+	var nodes []*corev1.Node
+	var maps []*unstructured.Unstructured
+	for _, name := range []string{"n1", "n2", "n3", "n4"} {
+		nodes = append(nodes, st.Node(name, 8, "8Gi", nil))
+		maps = append(maps, st.NRT(name, 1, st.Zone{Free: "0-3", Available: -1}, st.Zone{Free: "4-7", Available: -1}))
+	}
+	s := snapshot.Build(snapshot.Input{Nodes: nodes, Topologies: maps, SchedulerName: v1alpha1.DefaultSchedulerName,
+		Pods: []*corev1.Pod{fence("f1", "n1"), fence("f2", "n2"), fence("f3", "n3"), fence("f4", "n4"), forged, stranger, placed, hinted},
+		Jobs: map[string]snapshot.JobRecord{
+			"hpc/j":        {UID: "uid-j", Exclusive: true, Workers: map[string]string{"j-worker-0": "n4"}},
+			"team-a/fence": {UID: "uid-fence", Exclusive: true, Workers: map[string]string{"f1": "n1"}},
+		}})
+	for i, want := range [][]snapshot.JobOnNode{nil, nil, nil, {{Key: "HPCJob hpc/j", Exclusive: true}}} {
+		if d := cmp.Diff(want, s.Nodes[i].Jobs, cmpopts.EquateEmpty()); d != "" {
+			t.Errorf("node %s jobs (-want +got):\n%s", s.Nodes[i].Name, d)
+		}
+	}
+	// The foreign pod's cores are still held, where the agent would put them: the fullest NUMA
+	// node that fits (both are equal: the first), not the one its annotation names.
+	var got []snapshot.Assumption
+	for _, a := range s.Assumed() {
+		if a.Pod == "team-a/hinted" {
+			got = append(got, a)
+		}
+	}
+	if len(got) != 1 || got[0].NUMA != 0 {
+		t.Errorf("foreign pinned pod held as %v, want on NUMA node 0 (its annotation ignored)", got)
 	}
 }
 
@@ -358,5 +422,34 @@ func TestByLoadFollowsReserve(t *testing.T) {
 	}
 	if got := s.ByLoad(false); got[0] != 1 {
 		t.Errorf("after reserving 4 CPUs on n1, least loaded first is %v", got)
+	}
+}
+
+// Finding 3 of issue 21: a map whose CPU lists name more CPUs than its Node has (any node may
+// write any map until the node-scoped policy is in place, and one hostile map must not cost the
+// placer memory or time in proportion to its text) is a warning, and the node takes no pinned
+// workers; the cache reads it again when the Node's capacity changes.
+func TestOversizedMapSkipsTheNode(t *testing.T) {
+	small := st.Node("n1", 8, "8Gi", nil)
+	hostile := st.NRT("n1", 1, st.Zone{Free: "0-7", Available: -1, Pins: strings.Repeat("a/b/c=0-16383;", 5_000) + "a/b/c=0"})
+	s := snapshot.Build(snapshot.Input{Nodes: []*corev1.Node{small}, Topologies: []*unstructured.Unstructured{hostile}})
+	want := "attribute finegrain.dev/pins: the map's free-cpus and pins lists name more than the node's 8 CPUs"
+	if p := s.Nodes[0].TopologyProblem; !strings.Contains(p, want) {
+		t.Errorf("TopologyProblem %q, want it to say %q", p, want)
+	}
+	if w := s.Warnings(); len(w) != 1 || !strings.Contains(w[0], want) {
+		t.Errorf("warnings %q, want one saying %q", w, want)
+	}
+
+	sound := st.NRT("n1", 2, st.Zone{Free: "0-15", Available: -1})
+	c := snapshot.NewCache(v1alpha1.DefaultSchedulerName)
+	c.SetNode(small)
+	c.SetTopology(sound)
+	if p := c.Snapshot().Nodes[0].TopologyProblem; p == "" {
+		t.Error("a map of 16 CPUs on a node of 8 was used")
+	}
+	c.SetNode(st.Node("n1", 16, "8Gi", nil))
+	if p := c.Snapshot().Nodes[0].TopologyProblem; p != "" {
+		t.Errorf("the node grew to 16 CPUs, its map of 16 is still refused: %s", p)
 	}
 }

@@ -4,10 +4,13 @@ import (
 	"cmp"
 	"reflect"
 	"slices"
+	"strings"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/finegrain-dev/finegrain/pkg/apis/finegrain/v1alpha1"
 )
 
 // Cache is the placer's view of the cluster, kept up to date by informer events: each event
@@ -16,15 +19,21 @@ import (
 // moved since it last did, so that a cycle costs what changed, not the size of the cluster.
 //
 // Pods come in two layers: the informer's (SetPod, DeletePod) and the placer's assumptions
-// (SetAssumed), which stand in for the informer's copy of the same pod while they last. What
-// the snapshot shows always equals Build over the same objects. Its methods may be called from
-// any goroutine; the snapshot it returns belongs to the caller's.
+// (SetAssumed), which stand in for the informer's copy of the same pod while they last. What an
+// informer's pod claims counts only where the placer vouches for it (trust.go): the cache knows
+// the placer's scheduler name and its HPCJobs (SetJob, DeleteJob). What the snapshot shows
+// always equals Build over the same objects. Its methods may be called from any goroutine; the
+// snapshot it returns belongs to the caller's.
 type Cache struct {
 	mu    sync.Mutex
 	nodes map[string]*cachedNode
 	pods  map[string]*cachedPod
 	// assumed are the keys SetAssumed last gave.
 	assumed map[string]bool
+	trust   trust
+	// labelled are the informer's pods by the HPCJob their label names ("namespace/name"), so
+	// that a change of the job's record recounts them.
+	labelled map[string]map[string]bool
 	// generation counts changes; changed are the nodes whose generation moved past snap's.
 	generation uint64
 	changed    []*cachedNode
@@ -56,13 +65,14 @@ type cachedPod struct {
 	info podInfo
 }
 
-// NewCache returns an empty cache.
-func NewCache() *Cache {
-	return &Cache{nodes: map[string]*cachedNode{}, pods: map[string]*cachedPod{}, assumed: map[string]bool{}}
+// NewCache returns an empty cache for the placer of the given scheduler name.
+func NewCache(schedulerName string) *Cache {
+	return &Cache{nodes: map[string]*cachedNode{}, pods: map[string]*cachedPod{}, assumed: map[string]bool{},
+		trust: trust{schedulerName: schedulerName, jobs: map[string]JobRecord{}}, labelled: map[string]map[string]bool{}}
 }
 
-// Add feeds every object of in to the cache, as informers list them at start (in.Gone is not
-// used: see SnapshotWithout).
+// Add feeds every object of in to the cache, as informers list them at start, in.Own as the
+// assumptions (in.SchedulerName and in.Gone are not used: see NewCache and SnapshotWithout).
 func (c *Cache) Add(in Input) {
 	for _, n := range in.Nodes {
 		c.SetNode(n)
@@ -70,8 +80,74 @@ func (c *Cache) Add(in Input) {
 	for _, u := range in.Topologies {
 		c.SetTopology(u)
 	}
+	for key, r := range in.Jobs {
+		ns, name, _ := strings.Cut(key, "/")
+		c.SetJob(ns, name, r)
+	}
 	for _, p := range in.Pods {
 		c.SetPod(p)
+	}
+	if len(in.Own) > 0 {
+		c.SetAssumed(in.Own)
+	}
+}
+
+// SetJob records what the placer vouches for of an HPCJob; the pods labelled as its workers are
+// looked at again.
+func (c *Cache) SetJob(namespace, name string, r JobRecord) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	key := namespace + "/" + name
+	if old, ok := c.trust.jobs[key]; ok && old.equal(r) {
+		return
+	}
+	c.trust.jobs[key] = r
+	c.recountJob(key)
+}
+
+// DeleteJob forgets an HPCJob: no pod counts as its worker any more.
+func (c *Cache) DeleteJob(namespace, name string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	key := namespace + "/" + name
+	if _, ok := c.trust.jobs[key]; ok {
+		delete(c.trust.jobs, key)
+		c.recountJob(key)
+	}
+}
+
+// recountJob recounts the informer's pods labelled with a job.
+func (c *Cache) recountJob(job string) {
+	for key := range c.labelled[job] {
+		if e, ok := c.pods[key]; ok {
+			c.recount(key, e)
+		}
+	}
+}
+
+// label files the informer's copy of a pod (nil once it is gone) under the job its label names.
+func (c *Cache) label(key string, old, p *corev1.Pod) {
+	var before, after string
+	if old != nil && old.Labels[v1alpha1.LabelJob] != "" {
+		before = old.Namespace + "/" + old.Labels[v1alpha1.LabelJob]
+	}
+	if p != nil && p.Labels[v1alpha1.LabelJob] != "" {
+		after = p.Namespace + "/" + p.Labels[v1alpha1.LabelJob]
+	}
+	if before == after {
+		return
+	}
+	if before != "" {
+		delete(c.labelled[before], key)
+		if len(c.labelled[before]) == 0 {
+			delete(c.labelled, before)
+		}
+	}
+	if after != "" {
+		if c.labelled[after] == nil {
+			c.labelled[after] = map[string]bool{}
+		}
+		c.labelled[after][key] = true
 	}
 }
 
@@ -81,7 +157,7 @@ func (c *Cache) SetNode(n *corev1.Node) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e := c.node(n.Name)
-	if e.node != nil && reflect.DeepEqual(e.base, newNode(n)) {
+	if e.node != nil && e.sameBound(n) && reflect.DeepEqual(e.base, newNode(n)) {
 		e.node = n
 		return
 	}
@@ -121,7 +197,8 @@ func (c *Cache) DeleteTopology(name string) {
 	defer c.mu.Unlock()
 	if e, ok := c.nodes[name]; ok && e.hasMap {
 		c.layout = c.layout && e.node != nil
-		e.hasMap, e.topo, e.mapErr, e.mapVersion = false, nil, nil, ""
+		e.clearMap()
+		e.mapVersion = ""
 		c.moved(e)
 	}
 }
@@ -130,9 +207,11 @@ func (c *Cache) DeleteTopology(name string) {
 func (c *Cache) SetPod(p *corev1.Pod) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	e := c.pod(p.Namespace + "/" + p.Name)
+	key := p.Namespace + "/" + p.Name
+	e := c.pod(key)
+	c.label(key, e.informer, p)
 	e.informer = p
-	c.recount(p.Namespace+"/"+p.Name, e)
+	c.recount(key, e)
 }
 
 // DeletePod forgets the informer's copy of a pod.
@@ -141,6 +220,7 @@ func (c *Cache) DeletePod(namespace, name string) {
 	defer c.mu.Unlock()
 	key := namespace + "/" + name
 	if e, ok := c.pods[key]; ok && e.informer != nil {
+		c.label(key, e.informer, nil)
 		e.informer = nil
 		c.recount(key, e)
 	}
@@ -295,14 +375,14 @@ func (c *Cache) moved(e *cachedNode) {
 // recount moves a pod to where its current layer (the assumption, else the informer's copy)
 // says it counts, moving the generations of the nodes that changed.
 func (c *Cache) recount(key string, e *cachedPod) {
-	p := e.assumed
+	p, t := e.assumed, (*trust)(nil)
 	if p == nil {
-		p = e.informer
+		p, t = e.informer, &c.trust
 	}
 	node := countedOn(p)
 	var info podInfo
 	if node != "" {
-		info = newPodInfo(p, key)
+		info = newPodInfo(p, key, t)
 	}
 	if node != e.node || (node != "" && !info.equal(&e.info)) {
 		if e.node != "" {

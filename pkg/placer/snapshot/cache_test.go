@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/finegrain-dev/finegrain/pkg/apis/finegrain/v1alpha1"
 	"github.com/finegrain-dev/finegrain/pkg/report/nrt"
@@ -26,13 +27,18 @@ type world struct {
 	maps     map[string]*unstructured.Unstructured
 	pods     map[string]*corev1.Pod
 	assumed  map[string]*corev1.Pod
+	jobs     map[string]JobRecord
 	versions int
 }
 
 var (
 	worldNodes = []string{"n0", "n1", "n2", "n3", "n4"}
 	worldPods  = []string{"a/p0", "a/p1", "a/p2", "a/p3", "b/p0", "b/p1", "a-b/p0", "b/q"}
+	worldJobs  = []string{"a/j1", "a/j2", "b/j1"}
 )
+
+// worldScheduler is the placer's scheduler name in the world.
+const worldScheduler = "finegrain-placer"
 
 func (w *world) pick(list []string) string { return list[w.r.IntN(len(list))] }
 
@@ -41,7 +47,7 @@ func (w *world) node(name string) *corev1.Node {
 	n := &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"zone": w.pick([]string{"x", "y"})}},
 		Spec:       corev1.NodeSpec{Unschedulable: w.r.IntN(5) == 0},
-		Status: corev1.NodeStatus{Allocatable: corev1.ResourceList{
+		Status: corev1.NodeStatus{Capacity: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(w.pick([]string{"32", "32", "32", "12"}))}, Allocatable: corev1.ResourceList{
 			corev1.ResourceCPU: cpus, corev1.ResourceMemory: resource.MustParse("64Gi"), corev1.ResourcePods: resource.MustParse("110"),
 			"example.com/gpu": resource.MustParse(strconv.Itoa(w.r.IntN(2))),
 		}},
@@ -119,15 +125,43 @@ func (w *world) pod(key string) *corev1.Pod {
 		p.Labels[v1alpha1.LabelPodGroup] = w.pick([]string{"g1", "g2"})
 		p.Annotations[v1alpha1.AnnotationExclusiveNodes] = w.pick([]string{"true", "false"})
 	}
+	if w.r.IntN(2) == 0 {
+		p.Spec.SchedulerName = worldScheduler
+	}
+	if w.r.IntN(3) == 0 {
+		// A worker of an HPCJob, or a pod that only claims to be one.
+		job := w.pick([]string{"j1", "j2"})
+		p.Labels[v1alpha1.LabelJob], p.Labels[v1alpha1.LabelRole] = job, w.pick([]string{v1alpha1.RoleWorker, v1alpha1.RoleWorker, v1alpha1.RoleLauncher})
+		if w.r.IntN(4) > 0 {
+			yes := true
+			p.OwnerReferences = []metav1.OwnerReference{{APIVersion: v1alpha1.GroupVersion.String(), Kind: v1alpha1.Kind,
+				Name: w.pick([]string{job, job, "j3"}), UID: types.UID(w.pick([]string{"uid-" + ns + "-" + job, "uid-x"})), Controller: &yes}}
+		}
+	}
 	if w.r.IntN(3) == 0 {
 		p.Spec.Containers[0].Ports = []corev1.ContainerPort{{ContainerPort: 22, HostPort: int32(2222 + w.r.IntN(3))}}
 	}
 	return p
 }
 
+// job is a random record of a job of the world: some pods named its workers, on some nodes.
+func (w *world) job(key string) JobRecord {
+	ns, name, _ := strings.Cut(key, "/")
+	r := JobRecord{UID: types.UID("uid-" + ns + "-" + name), Exclusive: w.r.IntN(2) == 0, Workers: map[string]string{}}
+	if w.r.IntN(5) == 0 {
+		r.UID = "uid-older"
+	}
+	for _, pod := range worldPods {
+		if pns, pname, _ := strings.Cut(pod, "/"); pns == ns && w.r.IntN(2) == 0 {
+			r.Workers[pname] = w.pick(worldNodes)
+		}
+	}
+	return r
+}
+
 // input is what Build is given for the world: every pod as its assumption shows it, if any.
 func (w *world) input(gone map[string]bool) Input {
-	in := Input{Gone: gone}
+	in := Input{Gone: gone, SchedulerName: worldScheduler, Jobs: w.jobs}
 	for _, n := range w.nodes {
 		in.Nodes = append(in.Nodes, n)
 	}
@@ -140,7 +174,7 @@ func (w *world) input(gone map[string]bool) Input {
 		}
 	}
 	for _, p := range w.assumed {
-		in.Pods = append(in.Pods, p)
+		in.Own = append(in.Own, p)
 	}
 	return in
 }
@@ -173,8 +207,8 @@ func sameSnapshot(t *testing.T, step int, what string, got, want *Snapshot) {
 func TestCacheMatchesBuild(t *testing.T) {
 	for seed := range uint64(80) {
 		w := &world{r: rand.New(rand.NewPCG(seed, 17)), nodes: map[string]*corev1.Node{}, maps: map[string]*unstructured.Unstructured{},
-			pods: map[string]*corev1.Pod{}, assumed: map[string]*corev1.Pod{}}
-		c := NewCache()
+			pods: map[string]*corev1.Pod{}, assumed: map[string]*corev1.Pod{}, jobs: map[string]JobRecord{}}
+		c := NewCache(worldScheduler)
 		for step := range 150 {
 			what := w.step(c)
 			s := c.Snapshot()
@@ -192,7 +226,20 @@ func TestCacheMatchesBuild(t *testing.T) {
 
 // step applies one random event to the world and the cache and says which.
 func (w *world) step(c *Cache) string {
-	switch w.r.IntN(10) {
+	switch w.r.IntN(12) {
+	case 10:
+		key := w.pick(worldJobs)
+		ns, name, _ := strings.Cut(key, "/")
+		r := w.job(key)
+		w.jobs[key] = r
+		c.SetJob(ns, name, r)
+		return "set job " + key
+	case 11:
+		key := w.pick(worldJobs)
+		ns, name, _ := strings.Cut(key, "/")
+		delete(w.jobs, key)
+		c.DeleteJob(ns, name)
+		return "delete job " + key
 	case 0:
 		n := w.node(w.pick(worldNodes))
 		w.nodes[n.Name] = n

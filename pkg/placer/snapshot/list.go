@@ -12,13 +12,15 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 
+	"github.com/finegrain-dev/finegrain/pkg/apis/finegrain/v1alpha1"
 	"github.com/finegrain-dev/finegrain/pkg/report/nrt"
 )
 
 // ReadObjects reads the cluster objects a snapshot needs from YAML or JSON: what
-// `kubectl get nodes,noderesourcetopologies,pods -A -o yaml` prints (a v1 List), typed lists
-// (NodeList, PodList) or single objects, as one document or several separated by "---". Objects
-// of other kinds are skipped and counted in the returned warnings. source names the input in
+// `kubectl get nodes,noderesourcetopologies,pods,hpcjobs -A -o yaml` prints (a v1 List), typed
+// lists (NodeList, PodList) or single objects, as one document or several separated by "---".
+// HPCJobs give the records that make their workers count as theirs (RecordOf). Objects of other
+// kinds are skipped and counted in the returned warnings. source names the input in
 // errors, which name the document and item at fault.
 func ReadObjects(r io.Reader, source string) (Input, []string, error) {
 	var in Input
@@ -64,7 +66,7 @@ func ReadObjects(r io.Reader, source string) (Input, []string, error) {
 	}
 	var warnings []string
 	for kind, n := range skipped {
-		warnings = append(warnings, fmt.Sprintf("%s: skipped %d objects of kind %q (only Node, Pod and NodeResourceTopology are used)", source, n, kind))
+		warnings = append(warnings, fmt.Sprintf("%s: skipped %d objects of kind %q (only Node, Pod, NodeResourceTopology and HPCJob are used)", source, n, kind))
 	}
 	slices.Sort(warnings)
 	return in, warnings, nil
@@ -86,6 +88,15 @@ func (in *Input) add(u *unstructured.Unstructured, skipped map[string]int) error
 		in.Pods = append(in.Pods, &p)
 	case nrt.Kind:
 		in.Topologies = append(in.Topologies, u)
+	case v1alpha1.Kind:
+		var job v1alpha1.HPCJob
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &job); err != nil {
+			return fmt.Errorf("HPCJob %s/%s: %w", u.GetNamespace(), u.GetName(), err)
+		}
+		if in.Jobs == nil {
+			in.Jobs = map[string]JobRecord{}
+		}
+		in.Jobs[job.Namespace+"/"+job.Name] = RecordOf(&job)
 	default:
 		skipped[u.GetKind()]++
 	}

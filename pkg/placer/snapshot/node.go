@@ -6,6 +6,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/finegrain-dev/finegrain/pkg/report/nrt"
 )
 
 const unschedulableTaint = "node.kubernetes.io/unschedulable"
@@ -22,11 +24,14 @@ type nodeState struct {
 	// base what it says (newNode).
 	node *corev1.Node
 	base Node
-	// hasMap is true while a NodeResourceTopology of the node's name exists; topo is what it
-	// says, or mapErr why it cannot be used.
-	hasMap bool
-	topo   *nodeTopology
-	mapErr error
+	// hasMap is true while a NodeResourceTopology of the node's name exists (mapObj); topo is
+	// what it says, or mapErr why it cannot be used, read with the CPU bound mapBound (the Node's
+	// capacity: nrt.MaxCPUs).
+	hasMap   bool
+	mapObj   *unstructured.Unstructured
+	mapBound int
+	topo     *nodeTopology
+	mapErr   error
 	// pods are the pods counting on the node, one per name, in no particular order.
 	pods []podInfo
 }
@@ -41,11 +46,27 @@ func (st *nodeState) podIndex(key string) int {
 	return -1
 }
 
-func (st *nodeState) setNode(n *corev1.Node) { st.node, st.base = n, newNode(n) }
+// setNode records the Node object; a map read with another CPU bound is read again.
+func (st *nodeState) setNode(n *corev1.Node) {
+	st.node, st.base = n, newNode(n)
+	if st.hasMap && !st.sameBound(n) {
+		st.setMap(st.mapObj)
+	}
+}
+
+// sameBound reports whether the map was read with the CPU bound of Node n (or there is none).
+func (st *nodeState) sameBound(n *corev1.Node) bool {
+	return !st.hasMap || st.mapBound == nrt.MaxCPUs(n)
+}
 
 func (st *nodeState) setMap(u *unstructured.Unstructured) {
-	st.hasMap = true
-	st.topo, st.mapErr = parseNRT(u)
+	st.hasMap, st.mapObj, st.mapBound = true, u, nrt.MaxCPUs(st.node)
+	st.topo, st.mapErr = parseNRT(u, st.mapBound)
+}
+
+// clearMap forgets the map.
+func (st *nodeState) clearMap() {
+	st.hasMap, st.mapObj, st.mapBound, st.topo, st.mapErr = false, nil, 0, nil, nil
 }
 
 // derivation is one node's part of a snapshot while derive makes it.

@@ -22,11 +22,11 @@ type nodeTopology struct {
 	warnings []string
 }
 
-// parseNRT reads one NodeResourceTopology (nrt.ReadFreeCoreMap) and applies the placer's rules
-// to it. An error means the node cannot take pinned workers; it names the object and the field
-// at fault.
-func parseNRT(u *unstructured.Unstructured) (*nodeTopology, error) {
-	m, err := nrt.ReadFreeCoreMap(u)
+// parseNRT reads one NodeResourceTopology (nrt.ReadFreeCoreMap) whose CPU lists may name at most
+// bound CPUs (nrt.MaxCPUs of its Node) and applies the placer's rules to it. An error means the
+// node cannot take pinned workers; it names the object and the field at fault.
+func parseNRT(u *unstructured.Unstructured, bound int) (*nodeTopology, error) {
+	m, err := nrt.ReadFreeCoreMap(u, bound)
 	if err != nil {
 		return nil, err
 	}

@@ -22,7 +22,8 @@ type podInfo struct {
 	// pinnedCPUs and pinnedMemory are PinnedDemand.
 	pinnedCPUs   int
 	pinnedMemory int64
-	// numaHint is the NUMA node the placer annotated (hasHint false without a readable one).
+	// numaHint is the NUMA node the placer annotated (hasHint false without a readable one, or
+	// on a pod the placer does not vouch for).
 	numaHint int
 	hasHint  bool
 }
@@ -36,11 +37,14 @@ func countedOn(p *corev1.Pod) string {
 	return p.Spec.NodeName
 }
 
-func newPodInfo(p *corev1.Pod, key string) podInfo {
+// newPodInfo reads a pod; t says which of its claims count (trust.vouch: nil for the placer's
+// own pods).
+func newPodInfo(p *corev1.Pod, key string, t *trust) podInfo {
 	info := podInfo{key: key, namespace: p.Namespace, name: p.Name, requests: PodRequests(p), hostPorts: HostPortsOf(p)}
-	info.job, info.hasJob = JobOf(p)
+	var hint bool
+	info.job, info.hasJob, hint = t.vouch(p)
 	info.pinnedCPUs, info.pinnedMemory = PinnedDemand(p)
-	if v, ok := p.Annotations[v1alpha1.AnnotationNUMANode]; ok {
+	if v, ok := p.Annotations[v1alpha1.AnnotationNUMANode]; ok && hint {
 		if id, err := strconv.Atoi(v); err == nil {
 			info.numaHint, info.hasHint = id, true
 		}

@@ -21,7 +21,7 @@ func (s *Snapshot) Reserve(p *corev1.Pod) error {
 	node.Jobs, node.HostPorts = slices.Clone(node.Jobs), slices.Clone(node.HostPorts)
 	s.touched = append(s.touched, int32(i))
 	s.byLoad = [2][]int32{}
-	info := newPodInfo(p, "")
+	info := newPodInfo(p, "", nil)
 	node.Requested.Add(&info.requests)
 	if info.hasJob {
 		node.addJob(info.job)

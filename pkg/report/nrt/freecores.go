@@ -40,6 +40,8 @@ type FreeZone struct {
 	Free     int
 	// Pins is AttrPins ("" when absent), read with ScanPins.
 	Pins string
+	// Pinned counts the CPUs its well-formed pins entries name.
+	Pinned int
 	// CPU and Memory are the zone's ResourceCPU and ResourceMemory amounts.
 	CPU, Memory Amounts
 }
@@ -50,11 +52,14 @@ type Amounts struct {
 	HasAvailable, HasAllocatable bool
 }
 
-// ReadFreeCoreMap reads the free-core map of an object. It walks the unstructured object
-// directly, looking up only the attributes it needs and never expanding a CPU list: a placer
-// reads one of these for every node. An error means the object is not a free-core map a placer
-// can use; it names the object, and the zone and field at fault.
-func ReadFreeCoreMap(u *unstructured.Unstructured) (*FreeCoreMap, error) {
+// ReadFreeCoreMap reads the free-core map of an object whose CPU lists may name at most bound
+// CPUs together (MaxCPUs of its Node). It walks the unstructured object directly, looking up only
+// the attributes it needs and never expanding a CPU list: a placer reads one of these for every
+// node. An error means the object is not a free-core map a placer can use; it names the object,
+// and the zone and field at fault. A map that names more CPUs than bound is such an error
+// (wrapping a *cpulist.TooManyError), found after counting at most bound of them; a malformed
+// pins entry is not (ScanPins tells it to whoever reads the pins).
+func ReadFreeCoreMap(u *unstructured.Unstructured, bound int) (*FreeCoreMap, error) {
 	name := u.GetName()
 	m := &FreeCoreMap{}
 	var generation, exclusive, minShared string
@@ -83,7 +88,7 @@ func ReadFreeCoreMap(u *unstructured.Unstructured) (*FreeCoreMap, error) {
 	}
 	m.MinSharedCPUs, m.HasMinSharedCPUs = m.cpuCount(AttrMinSharedCPUs, minShared, hasMinShared)
 	m.ExclusiveAvailable, m.HasExclusiveAvailable = m.cpuCount(AttrExclusiveAvailable, exclusive, hasExclusive)
-	if err := m.readZones(u.Object["zones"], name); err != nil {
+	if err := m.readZones(u.Object["zones"], name, bound); err != nil {
 		return nil, err
 	}
 	return m, nil
@@ -102,8 +107,10 @@ func (m *FreeCoreMap) cpuCount(attr, value string, present bool) (int, bool) {
 	return n, true
 }
 
-// readZones reads the zones of type ZoneTypeNode; there must be at least one, each NUMA node once.
-func (m *FreeCoreMap) readZones(v any, object string) error {
+// readZones reads the zones of type ZoneTypeNode; there must be at least one, each NUMA node once,
+// and their free-cpus and pins lists may name at most bound CPUs together.
+func (m *FreeCoreMap) readZones(v any, object string, bound int) error {
+	capacity := bound
 	zones, ok := v.([]any)
 	if !ok && v != nil {
 		return shapeError(object, "zones", "is not a list")
@@ -117,11 +124,12 @@ func (m *FreeCoreMap) readZones(v any, object string) error {
 		if typ, _ := z["type"].(string); typ != ZoneTypeNode {
 			continue
 		}
-		zone, err := readZone(z, object, i)
+		zone, err := readZone(z, object, i, bound, capacity)
 		if err != nil {
 			zname, _ := z["name"].(string)
 			return fmt.Errorf("NodeResourceTopology %s zone %q: %w", object, zname, err)
 		}
+		bound -= zone.Free + zone.Pinned
 		for j := range m.Zones {
 			if m.Zones[j].NUMA == zone.NUMA {
 				return fmt.Errorf("NodeResourceTopology %s lists NUMA node %d twice", object, zone.NUMA)
@@ -135,9 +143,10 @@ func (m *FreeCoreMap) readZones(v any, object string) error {
 	return nil
 }
 
-// readZone reads one NUMA node's zone, zones[index]. Paths in errors are built only when
-// needed: reading a well-formed object allocates only its Zones.
-func readZone(z map[string]any, object string, index int) (FreeZone, error) {
+// readZone reads one NUMA node's zone, zones[index], whose lists may name at most bound of the
+// node's capacity of CPUs. Paths in errors are built only when needed: reading a well-formed object
+// allocates only its Zones.
+func readZone(z map[string]any, object string, index, bound, capacity int) (FreeZone, error) {
 	zname, _ := z["name"].(string)
 	idText, ok := strings.CutPrefix(zname, ZonePrefix)
 	id, err := strconv.Atoi(idText)
@@ -160,14 +169,36 @@ func readZone(z map[string]any, object string, index int) (FreeZone, error) {
 	if !hasFree {
 		return FreeZone{}, fmt.Errorf("no %s attribute: the node agent has not published a free-core map", AttrFreeCPUs)
 	}
-	if zone.Free, err = cpulist.Count(zone.FreeCPUs); err != nil {
+	if zone.Free, err = cpulist.CountWithin(zone.FreeCPUs, bound); err != nil {
+		if tooMany(err) {
+			return FreeZone{}, &OversizedError{Attr: AttrFreeCPUs, Max: capacity}
+		}
 		return FreeZone{}, fmt.Errorf("attribute %s=%q is not a CPU list: %w", AttrFreeCPUs, zone.FreeCPUs, err)
+	}
+	for e, err := range ScanPinsWithin(zone.Pins, bound-zone.Free) {
+		if err != nil && tooMany(err) {
+			return FreeZone{}, &OversizedError{Attr: AttrPins, Max: capacity}
+		}
+		zone.Pinned += e.Count
 	}
 	if err := zone.readResources(z["resources"], object, index); err != nil {
 		return FreeZone{}, err
 	}
 	return zone, nil
 }
+
+// OversizedError says that the CPU lists of a map name more CPUs than its node has; Attr is the
+// attribute where the count went past Max. It wraps a *cpulist.TooManyError.
+type OversizedError struct {
+	Attr string
+	Max  int
+}
+
+func (e *OversizedError) Error() string {
+	return fmt.Sprintf("attribute %s: the map's free-cpus and pins lists name more than the node's %d CPUs; the map is not used until the node agent publishes a sound one", e.Attr, e.Max)
+}
+
+func (e *OversizedError) Unwrap() error { return &cpulist.TooManyError{Max: e.Max} }
 
 // readResources reads the cpu and memory amounts of zones[index].resources.
 func (zone *FreeZone) readResources(v any, object string, index int) error {

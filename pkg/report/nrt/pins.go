@@ -56,8 +56,10 @@ type ScannedPin struct {
 	// Text is the entry as written.
 	Text                      string
 	Namespace, Pod, Container string
-	// CPUs is the entry's CPU list as written (checked: a non-empty cpulist list).
-	CPUs string
+	// CPUs is the entry's CPU list as written (checked: a non-empty cpulist list); Count how many
+	// CPUs it names.
+	CPUs  string
+	Count int
 	// podKey is "namespace/pod".
 	podKey string
 }
@@ -68,22 +70,42 @@ func (e *ScannedPin) PodKey() string { return e.podKey }
 // ScanPins reads a pins attribute entry by entry, in order: each well-formed entry with a nil
 // error, each malformed one with an error saying what is wrong (and only its Text set), so that a
 // reader may skip a bad entry and keep the others. An empty value has no entries; an empty entry
-// (";;", a trailing ";") is malformed, since FormatPins never writes one.
+// (";;", a trailing ";") is malformed, since FormatPins never writes one. The entries together
+// may name at most cpulist.MaxCPUs CPUs (ScanPinsWithin).
 func ScanPins(value string) iter.Seq2[ScannedPin, error] {
+	return ScanPinsWithin(value, cpulist.MaxCPUs)
+}
+
+// ScanPinsWithin is ScanPins for a reader that knows how many CPUs the zone can have pinned at
+// most (MaxCPUs of its node): the entries' CPU lists may name at most bound CPUs together. The
+// entry that goes past it yields an error wrapping a *cpulist.TooManyError, and the scan stops
+// there: no value makes a reader count more than bound CPUs, however many entries it holds.
+func ScanPinsWithin(value string, bound int) iter.Seq2[ScannedPin, error] {
 	return func(yield func(ScannedPin, error) bool) {
 		if value == "" {
 			return
 		}
+		left := bound
 		for text := range strings.SplitSeq(value, pinSeparator) {
-			e, err := scanPin(text)
+			e, err := scanPin(text, left)
+			left -= e.Count
 			if !yield(e, err) {
+				return
+			}
+			if err != nil && tooMany(err) {
 				return
 			}
 		}
 	}
 }
 
-func scanPin(text string) (ScannedPin, error) {
+// tooMany reports whether err is, or wraps, a *cpulist.TooManyError.
+func tooMany(err error) bool {
+	var tm *cpulist.TooManyError
+	return errors.As(err, &tm)
+}
+
+func scanPin(text string, left int) (ScannedPin, error) {
 	e := ScannedPin{Text: text}
 	key, cpus, ok := strings.Cut(text, cpusSeparator)
 	if !ok {
@@ -102,10 +124,14 @@ func scanPin(text string) (ScannedPin, error) {
 		}
 		names[i] = n
 	}
-	if n, err := cpulist.Count(cpus); err != nil || n == 0 {
+	n, err := cpulist.CountWithin(cpus, left)
+	if err != nil && tooMany(err) {
+		return e, fmt.Errorf("with this entry the pins name more CPUs than the reader allows: %w", err)
+	}
+	if err != nil || n == 0 {
 		return e, fmt.Errorf("CPU list %q is not a non-empty kernel CPU list", cpus)
 	}
-	e.Namespace, e.Pod, e.Container, e.CPUs = names[0], names[1], names[2], cpus
+	e.Namespace, e.Pod, e.Container, e.CPUs, e.Count = names[0], names[1], names[2], cpus, n
 	if e.Namespace == ns && e.Pod == pod {
 		e.podKey = key[:len(ns)+len(nameSeparator)+len(pod)]
 	} else {
@@ -117,11 +143,15 @@ func scanPin(text string) (ScannedPin, error) {
 // ParsePins reads what FormatPins wrote. An empty value is no pins. A malformed entry fails the
 // whole value with an error naming the entry, for a reader that must not take a partial list for
 // the zone's pins; a reader that can use the well-formed entries of a damaged value reads them
-// with ScanPins.
-func ParsePins(value string) ([]PinEntry, error) {
+// with ScanPins. The entries together may name at most cpulist.MaxCPUs CPUs (ParsePinsWithin).
+func ParsePins(value string) ([]PinEntry, error) { return ParsePinsWithin(value, cpulist.MaxCPUs) }
+
+// ParsePinsWithin is ParsePins for a reader that knows how many CPUs the zone can have pinned at
+// most (ScanPinsWithin): what it builds is bounded by bound, not by the value's length.
+func ParsePinsWithin(value string, bound int) ([]PinEntry, error) {
 	var pins []PinEntry
 	i := 0
-	for e, err := range ScanPins(value) {
+	for e, err := range ScanPinsWithin(value, bound) {
 		i++
 		if err != nil {
 			return nil, fmt.Errorf("pins entry %d (%q): %w", i, e.Text, err)

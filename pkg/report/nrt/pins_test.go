@@ -1,11 +1,16 @@
 package nrt
 
 import (
+	"errors"
+	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"k8s.io/utils/cpuset"
+
+	"github.com/finegrain-dev/finegrain/pkg/cpulist"
 )
 
 var cmpSets = cmp.Comparer(func(a, b cpuset.CPUSet) bool { return a.Equals(b) })
@@ -113,5 +118,44 @@ func TestScanPins(t *testing.T) {
 		}
 	}); n != 0 {
 		t.Errorf("reading plain entries allocates %.0f times", n)
+	}
+}
+
+// Finding 3 of issue 21: the 16-byte pins value "a/b/c=0-16000000" took 1,151 MiB and 32 s in
+// ParsePins (the placer's refusal handling, kubectl finegrain). No pins value, however long, now
+// makes a reader build more than its bound of CPUs: a list past cpulist.MaxID is refused as it is
+// read, and the entries of a value name at most the bound together.
+func TestParsePinsHostile(t *testing.T) {
+	many := strings.Repeat("a/b/c=0-16383;", 20_000) + "a/b/c=0"
+	for _, tc := range []struct {
+		name, value string
+		bound       int
+	}{
+		{"one huge range", "a/b/c=0-16000000", cpulist.MaxCPUs},
+		{"many full entries", many, cpulist.MaxCPUs},
+		{"many full entries on a node of 64 CPUs", many, 64},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var before, after runtime.MemStats
+			runtime.GC()
+			runtime.ReadMemStats(&before)
+			start := time.Now()
+			_, err := ParsePinsWithin(tc.value, tc.bound)
+			took := time.Since(start)
+			runtime.ReadMemStats(&after)
+			if err == nil {
+				t.Fatal("a hostile pins value was read")
+			}
+			if used := after.TotalAlloc - before.TotalAlloc; used > 4<<20 {
+				t.Errorf("reading it allocated %d KiB, want at most 4 MiB (%v)", used>>10, err)
+			}
+			if took > time.Second {
+				t.Errorf("reading it took %s", took)
+			}
+		})
+	}
+	var tm *cpulist.TooManyError
+	if _, err := ParsePinsWithin("a/b/c=0-3;a/b/d=4-8", 8); !errors.As(err, &tm) || tm.Max != 4 {
+		t.Errorf("nine CPUs pinned on a node of 8: %v, want a TooManyError for the entry past the bound", err)
 	}
 }
