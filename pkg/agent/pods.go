@@ -210,6 +210,10 @@ func (a *Agent) allocatePodLocked(ps *podState, rep *Report) bool {
 	st, info := a.st, ps.info
 	changed := false
 	for _, asg := range st.podAssignments(info.UID) {
+		if id, ok := adoptedID(asg.Key.Container); ok {
+			a.claimAdoptedLocked(ps, asg, id, rep)
+			continue
+		}
 		if ct, ok := info.Container(asg.Key.Container); !ok || ct.CPUs != asg.CPUs.Size() {
 			a.releaseLocked(asg.Key, "the container no longer asks for these exclusive CPUs", rep)
 			changed = true

@@ -1,8 +1,11 @@
 package agent
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -144,3 +147,77 @@ type repairHooks struct {
 }
 
 func (h *repairHooks) Reconciled(r policy.Repair) { h.repairs = append(h.repairs, r) }
+
+// Finding 5 of issue 21: an agent restarted while the API server is down, with a checkpoint it
+// cannot use (absent, truncated, bad checksum), started with no entries and widened the pinned
+// worker (0-1 → 0-7) until the pod list came back. The cgroups still say who is pinned: it adopts
+// those pins, under the container's name when the runtime names it and under its container ID
+// when nothing does, writes nothing that widens them, keeps their CPUs out of the shared pool,
+// and when the pod list arrives the entry is the named container's, on the same CPUs.
+func TestRestartDuringAPIOutageWithoutCheckpoint(t *testing.T) {
+	for _, cp := range []string{"absent", "truncated", "bad checksum"} {
+		for _, named := range []bool{true, false} {
+			t.Run(fmt.Sprintf("%s, named by the runtime %v", cp, named), func(t *testing.T) {
+				var down atomic.Bool
+				down.Store(true)
+				outage := func(c *fake.Clientset) {
+					c.PrependReactor("list", "pods", func(k8stesting.Action) (bool, runtime.Object, error) {
+						if down.Load() {
+							return true, nil, errors.New("connection refused")
+						}
+						return false, nil, nil
+					})
+				}
+				old, w, wref, sref := pinned(t, envOpts{})
+				want, wantMems := old.cpus(wref)
+				shared, _ := old.cpus(sref)
+				switch cp {
+				case "absent":
+					old.store.data = nil
+				case "truncated":
+					old.store.data = old.store.data[:len(old.store.data)/2]
+				default:
+					old.store.data = bytes.Replace(old.store.data, []byte(`"sha256:`), []byte(`"sha256:0`), 1)
+				}
+				e := newEnv(t, envOpts{store: old.store, cg: old.cg, client: outage, noResolver: !named,
+					modify: func(o *Options) { o.StartupAPITimeout = 300 * time.Millisecond }})
+				if named {
+					for id, ident := range old.resolver.ids {
+						e.resolver.set(id, ident)
+					}
+				}
+				before := len(e.cg.Calls())
+				e.start()
+				if got, mems := e.cpus(wref); !got.Equals(want) || !mems.Equals(wantMems) {
+					t.Fatalf("worker carries cpus %s mems %s during the outage, want its pin %s mems %s", got, mems, want, wantMems)
+				}
+				if n := writesTo(e, wref, before); n != 0 {
+					t.Errorf("the pinned worker was written %d times", n)
+				}
+				if got := sharedOf(e.a); got.Intersection(want).Size() != 0 || !got.Equals(shared) {
+					t.Errorf("shared pool %s during the outage, want %s as before (without the pin %s)", got, shared, want)
+				}
+				asgs := assignmentsOf(e.a)
+				if len(asgs) != 1 || !asgs[0].CPUs.Equals(want) {
+					t.Fatalf("entries %v, want the worker's pin adopted", asgs)
+				}
+				// The API server answers; the pod list arrives with the worker: its entry is the
+				// named container's, unchanged.
+				down.Store(false)
+				e.apply(w)
+				e.a.queue.push(podEvent{resync: true})
+				rep := e.a.DrainPods(context.Background())
+				if len(rep.Released) != 0 || len(rep.Allocated) != 0 {
+					t.Errorf("the pod list moved the pin: released %v, allocated %v", rep.Released, rep.Allocated)
+				}
+				asgs = assignmentsOf(e.a)
+				if len(asgs) != 1 || asgs[0].Key != (policy.Key{PodUID: string(w.UID), Container: "c0"}) || !asgs[0].CPUs.Equals(want) {
+					t.Errorf("entries %v after the pod list, want container c0's on %s", asgs, want)
+				}
+				if got, _ := e.cpus(wref); !got.Equals(want) {
+					t.Errorf("worker carries %s after the pod list, want %s", got, want)
+				}
+			})
+		}
+	}
+}

@@ -1,11 +1,13 @@
 package agent
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/cache"
@@ -19,11 +21,13 @@ import (
 // start rebuilds the state from the checkpoint, the container cgroups and the pods the API server
 // lists (waiting at most StartupAPITimeout for them), repairs what disagrees through
 // policy.Reconcile, writes a fresh checkpoint and every cgroup, and marks the agent started.
-// Without the API server it trusts the checkpoint for every entry and catches up when the pod
-// list arrives, so a restart during an API outage loses no pin. Its steps:
+// Without the API server it keeps every checkpoint entry and adopts every pin the cgroups carry
+// (policy.PinnedCgroups), so that a restart during an API outage loses no pin and widens no
+// pinned container even when the checkpoint is lost: the cgroup tree is the truth the checkpoint
+// only speeds up. It catches up when the pod list arrives. Its steps:
 //  1. read the checkpoint, wait for the pod list, list the container cgroups;
-//  2. gather the node's pods and containers into a fresh state (gather), and name the
-//     containers the runtime knows;
+//  2. gather the node's pods and containers into a fresh state (gather), find the pins the
+//     cgroups carry when the pod list did not come, and name the containers the runtime knows;
 //  3. rebuild the CPU pools and allocate every running pod (rebuild);
 //  4. write every cgroup, and catch up with the API server later if it did not answer.
 func (a *Agent) start(ctx context.Context) (Report, error) {
@@ -44,12 +48,16 @@ func (a *Agent) start(ctx context.Context) (Report, error) {
 	if err != nil {
 		return Report{}, err
 	}
+	var carried map[cgroup.ContainerRef]bool
+	if !synced {
+		carried = a.carriedPins(cgs)
+	}
 	a.mu.Lock()
 	a.st = st
 	a.mu.Unlock()
-	a.identify(ctx, a.toName(st, cp))
+	a.identify(ctx, a.toName(st, cp, carried))
 
-	rep, err := a.rebuild(st, live, cp, cpErr, synced)
+	rep, err := a.rebuild(st, live, cp, cpErr, synced, carried)
 	if err != nil {
 		return Report{}, err
 	}
@@ -92,13 +100,30 @@ func (a *Agent) gather(cgs []cgroup.Container, synced bool) (*state, map[cgroup.
 	return st, live, nil
 }
 
+// carriedPins returns the containers whose cgroups carry an exclusive pin (policy.PinnedCgroups).
+func (a *Agent) carriedPins(cgs []cgroup.Container) map[cgroup.ContainerRef]bool {
+	sets := make([]policy.CgroupCPUs, len(cgs))
+	for i, cg := range cgs {
+		sets[i] = policy.CgroupCPUs{CPUs: cg.CPUs, Mems: cg.Mems}
+	}
+	out := map[cgroup.ContainerRef]bool{}
+	for i, pinned := range policy.PinnedCgroups(a.d.Topology, sets) {
+		if pinned {
+			out[cgs[i].Ref] = true
+		}
+	}
+	return out
+}
+
 // rebuild reconciles the checkpoint with what the cgroups and the pods say into the state's CPU
 // pools, reporting every repair, allocates every pod that has not ended, and marks the agent
-// started. On failure it leaves the agent without state.
-func (a *Agent) rebuild(st *state, live map[cgroup.ContainerRef]cgroup.Container, cp *policy.Checkpoint, cpErr error, synced bool) (Report, error) {
+// started. carried are the containers whose cgroups carry a pin, found without the pod list. On
+// failure it leaves the agent without state.
+func (a *Agent) rebuild(st *state, live map[cgroup.ContainerRef]cgroup.Container, cp *policy.Checkpoint, cpErr error, synced bool,
+	carried map[cgroup.ContainerRef]bool) (Report, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	observed := observe(st, live, cp, synced)
+	observed := observe(st, live, cp, synced, carried)
 	alloc, repairs, err := policy.Reconcile(policy.ReconcileInput{
 		Topology: a.d.Topology, Config: a.policyConfig(), Host: a.opts.NodeName,
 		Checkpoint: cp, CheckpointErr: cpErr, Observed: observed,
@@ -157,8 +182,8 @@ func (a *Agent) awaitPods(ctx context.Context) {
 }
 
 // toName returns the containers whose names decide a pin: those of opted-in pods and, without
-// the API server, of pods the checkpoint holds CPUs for.
-func (a *Agent) toName(st *state, cp *policy.Checkpoint) []cgroup.ContainerRef {
+// the API server, of pods the checkpoint holds CPUs for and those whose cgroups carry a pin.
+func (a *Agent) toName(st *state, cp *policy.Checkpoint, carried map[cgroup.ContainerRef]bool) []cgroup.ContainerRef {
 	if a.d.Resolver == nil {
 		return nil
 	}
@@ -174,7 +199,7 @@ func (a *Agent) toName(st *state, cp *policy.Checkpoint) []cgroup.ContainerRef {
 			continue
 		}
 		ps := st.pods[string(ref.Pod.UID)]
-		if (ps != nil && len(ps.info.ExclusiveContainers()) > 0) || held[string(ref.Pod.UID)] {
+		if (ps != nil && len(ps.info.ExclusiveContainers()) > 0) || held[string(ref.Pod.UID)] || carried[ref] {
 			out = append(out, ref)
 		}
 	}
@@ -182,10 +207,13 @@ func (a *Agent) toName(st *state, cp *policy.Checkpoint) []cgroup.ContainerRef {
 }
 
 // observe lists the containers that should hold exclusive CPUs, with what their cgroups carry:
-// from the pod list when the API server answered, from the checkpoint otherwise. A container
-// whose cgroup does not exist yet is described by its checkpoint entry (nothing to disagree
-// with) or as unpinned.
-func observe(st *state, live map[cgroup.ContainerRef]cgroup.Container, cp *policy.Checkpoint, synced bool) []policy.Observed {
+// from the pod list when the API server answered; otherwise from the checkpoint, and every
+// container whose cgroup carries a pin (carried) that no checkpoint entry describes, under its
+// name, or under its adopted key (adoptedKey) when nothing named it. A container whose cgroup
+// does not exist yet is described by its checkpoint entry (nothing to disagree with) or as
+// unpinned.
+func observe(st *state, live map[cgroup.ContainerRef]cgroup.Container, cp *policy.Checkpoint, synced bool,
+	carried map[cgroup.ContainerRef]bool) []policy.Observed {
 	byName := map[policy.Key]cgroup.Container{}
 	for ref, c := range st.ctrs {
 		if c.name != "" {
@@ -212,7 +240,7 @@ func observe(st *state, live map[cgroup.ContainerRef]cgroup.Container, cp *polic
 		for key, e := range entries {
 			out = append(out, describe(key, e.CPUs.Size()))
 		}
-		return out
+		return append(out, adopted(st, live, entries, carried)...)
 	}
 	for uid, ps := range st.pods {
 		if ps.info.Terminal {
@@ -222,6 +250,36 @@ func observe(st *state, live map[cgroup.ContainerRef]cgroup.Container, cp *polic
 			out = append(out, describe(policy.Key{PodUID: uid, Container: ct.Name}, ct.CPUs))
 		}
 	}
+	return out
+}
+
+// adopted describes the containers whose cgroups carry a pin that no checkpoint entry holds: of
+// the size they carry, keyed by name when the runtime named them, else by adoptedKey. Sandboxes
+// hold no pin.
+func adopted(st *state, live map[cgroup.ContainerRef]cgroup.Container, entries map[policy.Key]policy.Assignment,
+	carried map[cgroup.ContainerRef]bool) []policy.Observed {
+	held := cpuset.New()
+	for _, e := range entries {
+		held = held.Union(e.CPUs)
+	}
+	var out []policy.Observed
+	for ref := range carried {
+		c, cg := st.ctrs[ref], live[ref]
+		if c == nil || c.sandbox || cg.CPUs.Intersection(held).Size() > 0 {
+			continue
+		}
+		key := adoptedKey(ref)
+		if c.name != "" {
+			key = policy.Key{PodUID: string(ref.Pod.UID), Container: c.name}
+		}
+		if _, ok := entries[key]; ok {
+			continue
+		}
+		out = append(out, policy.Observed{Key: key, RequestedCPUs: cg.CPUs.Size(), CPUs: cg.CPUs, Mems: cg.Mems})
+	}
+	slices.SortFunc(out, func(a, b policy.Observed) int {
+		return cmp.Or(cmp.Compare(a.Key.PodUID, b.Key.PodUID), cmp.Compare(a.Key.Container, b.Key.Container))
+	})
 	return out
 }
 

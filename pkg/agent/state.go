@@ -101,10 +101,11 @@ func (s *state) wantsExclusive(c *ctrState) bool {
 	return len(s.podAssignments(uid)) > 0
 }
 
-// desired returns what a container's cgroup should carry and whether that is an exclusive pin;
-// ok is false when the container must be left as it is: its name is unknown but its cgroup
-// carries one of its pod's pins (after a restart, before the runtime or the API server named
-// it), which writing the shared pool would undo.
+// desired returns what a container's cgroup should carry and whether that is an exclusive pin: a
+// container whose name is unknown keeps the pin adopted from its cgroup (adoptedKey); ok is false
+// when the container must be left as it is: its name is unknown but its cgroup carries one of its
+// pod's pins (after a restart, before the runtime or the API server named it), which writing the
+// shared pool would undo.
 func (s *state) desired(c *ctrState, mems cpuset.CPUSet) (want cgroup.Resources, exclusive, ok bool) {
 	shared := cgroup.Resources{CPUs: s.alloc.SharedCPUs(), Mems: mems}
 	uid := string(c.ref.Pod.UID)
@@ -112,6 +113,9 @@ func (s *state) desired(c *ctrState, mems cpuset.CPUSet) (want cgroup.Resources,
 		return shared, false, true
 	}
 	if c.name == "" {
+		if asg, ok := s.alloc.Lookup(adoptedKey(c.ref)); ok {
+			return cgroup.Exclusive(asg.CPUs, asg.Mems), true, true
+		}
 		for _, asg := range s.podAssignments(uid) {
 			if asg.CPUs.Equals(c.observed) {
 				return cgroup.Resources{}, false, false
