@@ -50,7 +50,7 @@ func parse(args []string) (config, error) {
 	fs.StringVar(&o.Overlay, "overlay", "hack/cluster/overlay", "-on-cluster: kustomization that deploys the node agent")
 	fs.StringVar(&o.Node, "node", "", "-on-cluster: this node's name (default: the cluster's only node)")
 	fs.StringVar(&o.Image, "image", "localhost/finegrain-worker:dev", "-on-cluster: image holding fgworker, never pulled")
-	fs.StringVar(&o.KubeletRoot, "kubelet-root", "/var/lib/finegrain-cluster/kubelet", "-on-cluster: the kubelet's root directory (its CPU manager checkpoint names its policy)")
+	fs.StringVar(&o.KubeletRoot, "kubelet-root", "/var/lib/finegrain-cluster/kubelet", "-on-cluster: the kubelet's root directory (its pod-resources API tells its CPU manager policy)")
 	fs.StringVar(&o.AgentNamespace, "agent-namespace", "finegrain-system", "-on-cluster: namespace of the node agent's DaemonSet")
 	fs.StringVar(&o.AgentName, "agent-daemonset", "finegrain-nodeagent", "-on-cluster: name of the node agent's DaemonSet")
 	fs.DurationVar(&o.StartLead, "start-lead", 15*time.Second, "-on-cluster: time from creating the worker pods to their ranks' common start")

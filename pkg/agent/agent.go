@@ -61,6 +61,10 @@ type Deps struct {
 	Recorder record.EventRecorder
 	// KubeletPolicy reads the kubelet's CPU manager policy.
 	KubeletPolicy func() (kubeletpolicy.Result, error)
+	// NUMAHintGuard says whether the admission policy that keeps the placer's NUMA node hint to
+	// the placer is in force (nil error) or why not (HintPolicyGuard); nil trusts every hint on a
+	// pod that names the placer as its scheduler.
+	NUMAHintGuard func(context.Context) error
 	Log           *slog.Logger
 	// Now is the clock; nil uses time.Now.
 	Now func() time.Time
@@ -92,6 +96,8 @@ type Agent struct {
 	startedCh chan struct{}
 	apiSynced bool
 
+	// hintsDistrusted is why no NUMA node hint is honoured ("" while they are: checkHints).
+	hintsDistrusted atomic.Value
 	// heartbeat is when the loop last ran; ticks counts Tick calls (loop-only). The rest is
 	// guarded by mu.
 	heartbeat        atomic.Int64

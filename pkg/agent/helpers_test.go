@@ -138,7 +138,7 @@ type kubeletStub struct {
 func (k *kubeletStub) read() (kubeletpolicy.Result, error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	return kubeletpolicy.Result{Path: "/var/lib/kubelet/cpu_manager_state", Policy: k.policy}, nil
+	return kubeletpolicy.Result{Socket: "/var/lib/kubelet/pod-resources/kubelet.sock", Policy: k.policy}, nil
 }
 
 type envOpts struct {
@@ -153,6 +153,8 @@ type envOpts struct {
 	run bool
 	// procs lists container processes (Deps.Processes).
 	procs ProcessReader
+	// hintGuard is Deps.NUMAHintGuard.
+	hintGuard func(context.Context) error
 }
 
 // testTopology has two NUMA nodes of four single-thread cores: 0-3 and 4-7.
@@ -191,7 +193,7 @@ func newEnv(t testing.TB, o envOpts) *env {
 		o.modify(&opts)
 	}
 	d := Deps{Pods: e.client.CoreV1().Pods(""), Topology: testTopology(t), Writer: e.cg, Store: e.store, Recorder: e.events,
-		KubeletPolicy: e.kubelet.read, Processes: o.procs, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+		KubeletPolicy: e.kubelet.read, Processes: o.procs, NUMAHintGuard: o.hintGuard, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	if !o.noResolver {
 		e.resolver = &fakeResolver{ids: map[string]cri.Identity{}}
 		d.Resolver = e.resolver

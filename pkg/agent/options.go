@@ -42,6 +42,10 @@ type Options struct {
 	AllowSplitCores bool
 	// Classify holds the placer's scheduler name and the shared containers' quota policies.
 	Classify classify.Config
+	// NUMAHintPolicy names the ValidatingAdmissionPolicy (and its binding) that lets only the
+	// placer write the NUMA node hint; the agent honours hints only while both are in force
+	// (HintPolicyGuard). Empty trusts hints on every pod that names the placer as its scheduler.
+	NUMAHintPolicy string
 
 	// Inotify enables the fast path; without it new containers are found through the pods'
 	// statuses and the periodic scan.
@@ -63,6 +67,9 @@ type Options struct {
 	Hooks Hooks
 }
 
+// DefaultNUMAHintPolicy is the admission policy daemonset/policy ships for the NUMA node hint.
+const DefaultNUMAHintPolicy = "finegrain-placer-pods"
+
 // DefaultOptions returns the defaults for a standard kubelet installation.
 func DefaultOptions() Options {
 	return Options{
@@ -82,6 +89,7 @@ func DefaultOptions() Options {
 			MemoryLimit:         classify.Off,
 			CPUPeriodUS:         100000,
 		},
+		NUMAHintPolicy:       DefaultNUMAHintPolicy,
 		Inotify:              true,
 		ReconcileInterval:    500 * time.Millisecond,
 		FullResyncInterval:   10 * time.Second,

@@ -169,7 +169,7 @@ func (a *Agent) DrainPods(ctx context.Context) Report {
 // (then every container must be rewritten) and the pod's containers to write otherwise.
 func (a *Agent) podChangedLocked(pod *corev1.Pod, rep *Report) (bool, []cgroup.ContainerRef) {
 	st := a.st
-	info := classify.Classify(pod, a.opts.Classify)
+	info := classify.Classify(pod, a.classifyConfig())
 	ps := st.pods[info.UID]
 	if ps == nil {
 		ps = &podState{ids: map[cgroup.ContainerID]string{}, reported: map[string]bool{}}

@@ -21,8 +21,11 @@ func (a *Agent) Tick(ctx context.Context) Report {
 	a.mu.Lock()
 	due := !a.started || a.refusing != "" || now.Sub(a.lastKubeletCheck) >= a.opts.KubeletCheckInterval
 	a.mu.Unlock()
-	if due && !a.kubeletAllows() {
-		return Report{}
+	if due {
+		a.checkHints(ctx)
+		if !a.kubeletAllows() {
+			return Report{}
+		}
 	}
 	a.mu.Lock()
 	started := a.started
@@ -103,24 +106,24 @@ func (a *Agent) kubeletAllows() bool {
 	defer a.mu.Unlock()
 	a.lastKubeletCheck = a.d.Now()
 	if err != nil {
-		// An unreadable state file is the kubelet's problem (it refuses to start with one); the
-		// agent says so and keeps acting.
+		// A kubelet that does not answer (restarting, or without the pod-resources API) cannot
+		// be told apart; the agent says so and keeps acting.
 		a.hooks.Failed(ErrKubeletState)
 		if msg := err.Error(); msg != a.kubeletErr {
 			a.kubeletErr = msg
-			a.log.Warn("cannot read the kubelet's CPU manager state; assuming it does not pin containers", "reason", msg)
+			a.log.Warn("cannot ask the kubelet whether it pins containers; assuming it does not", "reason", msg)
 		}
 		res.Policy = ""
 	}
 	if !res.Static() {
 		if a.refusing != "" {
-			a.log.Info("the kubelet no longer runs a pinning CPU manager policy; enforcing again", "state", res.Path)
+			a.log.Info("the kubelet no longer runs a pinning CPU manager policy; enforcing again", "podResources", res.Socket)
 			a.refusing = ""
 		}
 		return true
 	}
-	reason := fmt.Sprintf("the kubelet runs the %q CPU manager policy (%s) and pins containers itself; finegrain's node agent will not fight it and writes no cgroup: set the kubelet's cpuManagerPolicy to none (and remove %s) or remove the agent from this node",
-		res.Policy, res.Path, res.Path)
+	reason := fmt.Sprintf("the kubelet runs the %q CPU manager policy (its pod-resources API %s offers %d CPUs for exclusive use) and pins containers itself; finegrain's node agent will not fight it and writes no cgroup: set the kubelet's cpuManagerPolicy to none (and remove its cpu_manager_state) or remove the agent from this node",
+		res.Policy, res.Socket, res.CPUs)
 	if a.refusing != reason {
 		a.refusing = reason
 		a.hooks.Failed(ErrKubeletPolicy)

@@ -81,7 +81,7 @@ func (a *Agent) gather(cgs []cgroup.Container, synced bool) (*state, map[cgroup.
 	if synced {
 		for _, obj := range a.informer.GetStore().List() {
 			if pod, ok := obj.(*corev1.Pod); ok && pod.Spec.NodeName == a.opts.NodeName {
-				info := classify.Classify(pod, a.opts.Classify)
+				info := classify.Classify(pod, a.classifyConfig())
 				ps := &podState{info: info, ids: map[cgroup.ContainerID]string{}, reported: map[string]bool{}}
 				for id, name := range info.IDs {
 					ps.ids[id] = name

@@ -1,10 +1,12 @@
 package agent
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/record"
@@ -59,11 +61,22 @@ func New(opts Options, log *slog.Logger) (*Agent, error) {
 	if err != nil {
 		return nil, err
 	}
+	kubelet, err := kubeletpolicy.Dial(opts.KubeletRootDir, opts.CRITimeout)
+	if err != nil {
+		return nil, err
+	}
+	closers := []func(){func() { kubelet.Close() }}
 	d := Deps{
 		Pods: restPods{core}, Topology: topo, Writer: writer, Processes: procs, Store: store, Log: log,
-		KubeletPolicy: func() (kubeletpolicy.Result, error) { return kubeletpolicy.Check(opts.KubeletRootDir) },
+		KubeletPolicy: func() (kubeletpolicy.Result, error) { return kubelet.Check(context.Background()) },
 	}
-	var closers []func()
+	if opts.NUMAHintPolicy != "" {
+		dyn, err := dynamic.NewForConfig(cfg)
+		if err != nil {
+			return nil, fmt.Errorf("API client for the NUMA hint policy: %w", err)
+		}
+		d.NUMAHintGuard = HintPolicyGuard(dyn, opts.NUMAHintPolicy)
+	}
 	if opts.CRIEndpoint != "" {
 		c, err := cri.Dial(opts.CRIEndpoint, opts.CRITimeout)
 		if err != nil {

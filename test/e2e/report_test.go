@@ -40,6 +40,10 @@ import (
 // agentUser is who the node agent's pods act as (daemonset/nodeagent/rbac-report.yaml binds it).
 const agentUser = "system:serviceaccount:" + framework.SystemNamespace + ":finegrain-nodeagent"
 
+// nodeNameExtra is the user extra in which the API server gives the node a service account token
+// is bound to (daemonset/policy/nrt-own-node.yaml).
+const nodeNameExtra = "authentication.kubernetes.io/node-name"
+
 // installReporting applies the CRD and the ClusterRole and waits until the CRD serves objects.
 func installReporting(t *testing.T, c *framework.Cluster) {
 	t.Helper()
@@ -128,9 +132,11 @@ func TestPublisherOnRealAPIServer(t *testing.T) {
 	names := func(uid string) (string, string) { return "hpc", "worker-" + uid[len(uid)-1:] }
 	src := &stateSource{snap: report.SnapshotOf(alloc, 1, names), changed: make(chan struct{}, 1)}
 
-	// The publisher acts as the agent's service account, so the ClusterRole is what is tested.
+	// The publisher acts as the agent's service account on the node (the node claim of its token,
+	// which the finegrain-nrt-own-node policy checks), so the ClusterRole is what is tested.
 	cfg := rest.CopyConfig(c.Config)
-	cfg.Impersonate = rest.ImpersonationConfig{UserName: agentUser, Groups: []string{"system:serviceaccounts", "system:authenticated"}}
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: agentUser, Groups: []string{"system:serviceaccounts", "system:authenticated"},
+		Extra: map[string][]string{nodeNameExtra: {node.Name}}}
 	client, err := dynamic.NewForConfig(cfg)
 	if err != nil {
 		t.Fatal(err)

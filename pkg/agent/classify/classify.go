@@ -26,7 +26,8 @@ const (
 	LabelPinning     = "finegrain.dev/pinning"
 	PinningExclusive = "exclusive"
 	// AnnotationNUMANode is the NUMA node the placer chose; honoured only on pods whose
-	// spec.schedulerName is the placer's.
+	// spec.schedulerName is the placer's, and only while the admission policy that keeps it to
+	// the placer is in force (Config.HintsDistrusted).
 	AnnotationNUMANode = "finegrain.dev/numa-node"
 	// DefaultPlacerSchedulerName is the placer's default spec.schedulerName.
 	DefaultPlacerSchedulerName = "finegrain-placer"
@@ -48,6 +49,10 @@ type Config struct {
 	// PlacerSchedulerName is the spec.schedulerName of pods the placer binds; only those may carry
 	// a NUMA node hint.
 	PlacerSchedulerName string
+	// HintsDistrusted, when set, says why no NUMA node hint is honoured at all: the agent cannot
+	// tell who wrote an annotation, and honours hints only while the admission policy that lets
+	// nobody but the placer write them is in force (the agent checks it).
+	HintsDistrusted string
 	// CPUQuota and MemoryLimit are the enforcement policies for shared containers.
 	CPUQuota    Policy
 	MemoryLimit Policy
@@ -190,6 +195,10 @@ func (p *Pod) exclusiveCPUs(c corev1.Container) int {
 func (p *Pod) numaHint(pod *corev1.Pod, cfg Config) policy.NUMAChoice {
 	v, ok := pod.Annotations[AnnotationNUMANode]
 	if !ok {
+		return policy.NUMAChoice{}
+	}
+	if cfg.HintsDistrusted != "" {
+		p.problem(ReasonNUMAHintIgnored, "annotation %s is ignored: %s; the agent chooses the NUMA node", AnnotationNUMANode, cfg.HintsDistrusted)
 		return policy.NUMAChoice{}
 	}
 	if pod.Spec.SchedulerName != cfg.PlacerSchedulerName {

@@ -1,83 +1,204 @@
 // Package kubeletpolicy owns detecting a kubelet whose CPU manager pins containers itself (the
 // static policy), which the node agent must never fight: both would rewrite the same cpusets. It
-// reads the kubelet's CPU manager checkpoint (cpu_manager_state in the kubelet's root directory),
-// which a kubelet running the static policy keeps up to date. It must not write anything and it
-// needs no API-server access (the kubelet's configz would need the broad nodes/proxy right).
+// asks the kubelet's pod-resources API (GetAllocatableResources on the socket below the kubelet's
+// root directory, pod-resources/kubelet.sock): a CPU manager that hands out exclusive CPUs reports
+// the CPUs it may give, the none policy reports none. The agent so needs only that socket's
+// directory, not the kubelet's root directory (the kubelet's client credentials and every pod's
+// volumes live there), and no API-server right (the kubelet's configz would need the broad
+// nodes/proxy). It must not write anything, and it asks for nothing but the allocatable CPUs.
 package kubeletpolicy
 
 import (
-	"bytes"
-	"encoding/json"
+	"context"
 	"errors"
 	"fmt"
-	"io"
-	"io/fs"
-	"os"
 	"path/filepath"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/encoding/protowire"
 )
 
-// StateFile is the CPU manager checkpoint's name in the kubelet's root directory.
-const StateFile = "cpu_manager_state"
-
-// maxStateSize bounds the file read; the kubelet's checkpoint of a large node is a few kilobytes.
-const maxStateSize = 1 << 20
-
-// Policies the kubelet's CPU manager writes into its checkpoint.
+// SocketDir and Socket locate the kubelet's pod-resources socket below its root directory.
 const (
-	PolicyNone   = "none"
+	SocketDir = "pod-resources"
+	Socket    = "kubelet.sock"
+)
+
+// Policies the agent tells apart.
+const (
+	// PolicyNone: the kubelet's CPU manager gives no container exclusive CPUs.
+	PolicyNone = "none"
+	// PolicyStatic: it does (the static policy), and writes containers' cpusets itself.
 	PolicyStatic = "static"
 )
 
-// Result is what the kubelet's checkpoint says.
+// getAllocatable is the pod-resources API's method (k8s.io/kubelet/pkg/apis/podresources/v1).
+const getAllocatable = "/v1.PodResourcesLister/GetAllocatableResources"
+
+// maxReply bounds the reply: the allocatable CPUs, devices and memory of one node.
+const maxReply = 4 << 20
+
+// Result is what the kubelet says.
 type Result struct {
-	// Path is the checkpoint's path.
-	Path string
-	// Policy is the CPU manager policy it names; empty when there is no checkpoint (a kubelet
-	// that never ran here, or one older than the CPU manager).
+	// Socket is the pod-resources socket asked.
+	Socket string
+	// Policy is PolicyStatic when the kubelet reports CPUs it may give exclusively, else
+	// PolicyNone.
 	Policy string
+	// CPUs is how many CPUs it may give.
+	CPUs int
 }
 
 // Static reports whether the kubelet pins containers itself.
-func (r Result) Static() bool { return r.Policy != "" && r.Policy != PolicyNone }
+func (r Result) Static() bool { return r.Policy == PolicyStatic }
 
-// Check reads the CPU manager checkpoint below the kubelet's root directory.
-func Check(kubeletRootDir string) (Result, error) {
-	path := filepath.Join(kubeletRootDir, StateFile)
-	res := Result{Path: path}
-	f, err := os.Open(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return res, nil
+// Client asks one kubelet. It is safe for concurrent use.
+type Client struct {
+	socket  string
+	timeout time.Duration
+
+	mu   sync.Mutex
+	conn *grpc.ClientConn
+}
+
+// Dial prepares a client for the pod-resources socket below the kubelet's root directory; the
+// connection is made on first use, and every Check is bounded by timeout.
+func Dial(kubeletRootDir string, timeout time.Duration) (*Client, error) {
+	if timeout <= 0 {
+		return nil, fmt.Errorf("kubelet pod-resources API: call timeout %s must be positive", timeout)
+	}
+	c := &Client{socket: filepath.Join(kubeletRootDir, SocketDir, Socket), timeout: timeout}
+	conn, err := c.dial()
+	if err != nil {
+		return nil, err
+	}
+	c.conn = conn
+	return c, nil
+}
+
+func (c *Client) dial() (*grpc.ClientConn, error) {
+	conn, err := grpc.NewClient("unix://"+c.socket, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxReply), grpc.ForceCodec(rawCodec{})))
+	if err != nil {
+		return nil, fmt.Errorf("kubelet pod-resources API %s: %w", c.socket, err)
+	}
+	return conn, nil
+}
+
+// Close releases the connection.
+func (c *Client) Close() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.conn.Close()
+}
+
+// Check asks the kubelet for its allocatable CPUs. A kubelet that does not answer is an error
+// naming the socket. A restarted kubelet makes a new socket: a failed call is tried once more on
+// a fresh connection, which dials the path again at once.
+func (c *Client) Check(ctx context.Context) (Result, error) {
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	c.mu.Lock()
+	conn := c.conn
+	c.mu.Unlock()
+	var reply []byte
+	err := conn.Invoke(ctx, getAllocatable, []byte{}, &reply)
+	if err != nil && ctx.Err() == nil {
+		if conn, err = c.redial(conn); err == nil {
+			err = conn.Invoke(ctx, getAllocatable, []byte{}, &reply)
+		}
 	}
 	if err != nil {
-		return res, fmt.Errorf("kubelet CPU manager state %s: %w", path, err)
+		return Result{Socket: c.socket}, fmt.Errorf("ask the kubelet's pod-resources API (%s) for its allocatable CPUs: %w", c.socket, err)
 	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxStateSize+1))
+	n, err := CountCPUs(reply)
 	if err != nil {
-		return res, fmt.Errorf("kubelet CPU manager state %s: %w", path, err)
+		return Result{Socket: c.socket}, fmt.Errorf("kubelet pod-resources API %s: %w", c.socket, err)
 	}
-	if res.Policy, err = Parse(data); err != nil {
-		return res, fmt.Errorf("kubelet CPU manager state %s: %w", path, err)
+	res := Result{Socket: c.socket, Policy: PolicyNone, CPUs: n}
+	if n > 0 {
+		res.Policy = PolicyStatic
 	}
 	return res, nil
 }
 
-// Parse returns the policy name of a CPU manager checkpoint.
-func Parse(data []byte) (string, error) {
-	if len(data) > maxStateSize {
-		return "", fmt.Errorf("larger than %d bytes: not a CPU manager checkpoint", maxStateSize)
+// redial replaces the connection that failed (unless another caller already did).
+func (c *Client) redial(failed *grpc.ClientConn) (*grpc.ClientConn, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.conn != failed {
+		return c.conn, nil
 	}
-	if len(bytes.TrimSpace(data)) == 0 {
-		return "", fmt.Errorf("empty file: not a CPU manager checkpoint")
+	conn, err := c.dial()
+	if err != nil {
+		return nil, err
 	}
-	var st struct {
-		PolicyName *string `json:"policyName"`
+	_ = c.conn.Close()
+	c.conn = conn
+	return conn, nil
+}
+
+// cpuIDsField is AllocatableResourcesResponse.cpu_ids (repeated int64, packed or not).
+const cpuIDsField protowire.Number = 2
+
+// CountCPUs reads how many CPU IDs an AllocatableResourcesResponse lists, skipping its other
+// fields (devices, memory) unread.
+func CountCPUs(msg []byte) (int, error) {
+	n := 0
+	for len(msg) > 0 {
+		num, typ, l := protowire.ConsumeTag(msg)
+		if l < 0 {
+			return 0, fmt.Errorf("malformed reply: %w", protowire.ParseError(l))
+		}
+		msg = msg[l:]
+		switch {
+		case num == cpuIDsField && typ == protowire.VarintType:
+			_, l = protowire.ConsumeVarint(msg)
+			n++
+		case num == cpuIDsField && typ == protowire.BytesType:
+			var packed []byte
+			packed, l = protowire.ConsumeBytes(msg)
+			for l >= 0 && len(packed) > 0 {
+				_, vl := protowire.ConsumeVarint(packed)
+				if vl < 0 {
+					return 0, fmt.Errorf("malformed cpu_ids: %w", protowire.ParseError(vl))
+				}
+				packed = packed[vl:]
+				n++
+			}
+		default:
+			l = protowire.ConsumeFieldValue(num, typ, msg)
+		}
+		if l < 0 {
+			return 0, fmt.Errorf("malformed reply: %w", protowire.ParseError(l))
+		}
+		msg = msg[l:]
 	}
-	if err := json.Unmarshal(data, &st); err != nil {
-		return "", fmt.Errorf("not a CPU manager checkpoint: %w", err)
+	return n, nil
+}
+
+// rawCodec passes protobuf messages through as bytes: the one request (an empty message) is
+// written and the one reply read by hand, without the kubelet module's generated types.
+type rawCodec struct{}
+
+func (rawCodec) Name() string { return "proto" }
+
+func (rawCodec) Marshal(v any) ([]byte, error) {
+	b, ok := v.([]byte)
+	if !ok {
+		return nil, fmt.Errorf("raw codec: cannot marshal %T", v)
 	}
-	if st.PolicyName == nil || *st.PolicyName == "" {
-		return "", fmt.Errorf("no policyName field: not a CPU manager checkpoint")
+	return b, nil
+}
+
+func (rawCodec) Unmarshal(data []byte, v any) error {
+	p, ok := v.(*[]byte)
+	if !ok {
+		return errors.New("raw codec: can only unmarshal into *[]byte")
 	}
-	return *st.PolicyName, nil
+	*p = append((*p)[:0], data...)
+	return nil
 }

@@ -18,8 +18,8 @@ type Options struct {
 	Node string
 	// Image holds fgworker; it is never pulled.
 	Image string
-	// KubeletRoot is the kubelet's root directory, where its CPU manager checkpoint names its
-	// policy.
+	// KubeletRoot is the kubelet's root directory, below which its pod-resources API tells its CPU
+	// manager policy.
 	KubeletRoot string
 	// AgentNamespace and AgentName name the node agent's DaemonSet.
 	AgentNamespace, AgentName string

@@ -98,14 +98,16 @@ func survey(ctx context.Context, client kubernetes.Interface, o *Options, m *Mea
 	if err != nil {
 		return nil, cpuset.CPUSet{}, err
 	}
-	policy, err := kubeletpolicy.Check(o.KubeletRoot)
+	kubelet, err := kubeletpolicy.Dial(o.KubeletRoot, 5*time.Second)
+	if err != nil {
+		return nil, cpuset.CPUSet{}, err
+	}
+	defer kubelet.Close()
+	policy, err := kubelet.Check(ctx)
 	if err != nil {
 		return nil, cpuset.CPUSet{}, err
 	}
 	m.Policy = policy.Policy
-	if m.Policy == "" {
-		m.Policy = kubeletpolicy.PolicyNone
-	}
 	topo, err := topology.Discover(o.SysfsRoot)
 	if err != nil {
 		return nil, cpuset.CPUSet{}, err
