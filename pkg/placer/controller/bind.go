@@ -171,6 +171,10 @@ func (c *Controller) bindAll(ctx context.Context, targets []*target, which func(
 func (c *Controller) bindOne(ctx context.Context, t *target) error {
 	pods := c.kube.CoreV1().Pods(t.pod.Namespace)
 	p := t.pod
+	if !t.create && p.Spec.SchedulerName != c.opts.SchedulerName {
+		// RBAC lets the placer patch and bind any pod; it touches only those that name it.
+		return fmt.Errorf("pod %s/%s names scheduler %q, not %q: the placer binds only its own pods", p.Namespace, p.Name, p.Spec.SchedulerName, c.opts.SchedulerName)
+	}
 	var annotations map[string]string
 	if t.create {
 		if t.node != "" {
