@@ -67,6 +67,7 @@ func addRunFlags(fs *pflag.FlagSet, o *runOptions) {
 	fs.DurationVar(&c.AssumeTTL, "assume-ttl", c.AssumeTTL, "how long a bound pod the informer never shows is still assumed")
 	fs.DurationVar(&c.ResyncPeriod, "resync-period", c.ResyncPeriod, "informer resync period")
 	fs.DurationVar(&c.RefusalGrace, "refusal-grace", c.RefusalGrace, "how long a bound worker the node agent refused to pin may stay unpinned before its job is placed again")
+	fs.DurationVar(&c.LauncherFailureGrace, "launcher-failure-grace", c.LauncherFailureGrace, "how long a failed launcher waits for a worker's failure to surface before the run is blamed on the launcher")
 	fs.Func("ssh-port-range", fmt.Sprintf("sshd ports `FIRST-LAST` of workers on their node's network, each free on its node (default %s)", c.SSHPorts), func(v string) error {
 		r, err := mpi.ParsePortRange(v)
 		c.SSHPorts = r

@@ -63,6 +63,10 @@ type Options struct {
 	// RefusalGrace is how long a worker the node agent refused to pin may stay unpinned before
 	// its job is placed again (the agent pins it by itself when CPUs free up meanwhile).
 	RefusalGrace time.Duration
+	// LauncherFailureGrace is how long a failed launcher waits for a worker's failure to reach
+	// the placer before the run is blamed on the launcher (mpirun fails as soon as it loses a
+	// worker; the worker's end is then the cause to report).
+	LauncherFailureGrace time.Duration
 	// SSHPorts is where the sshd ports of workers on their node's network come from.
 	SSHPorts mpi.PortRange
 	// ImagePullGrace is how long a job's pod may fail to pull its image (the kubelet retrying)
@@ -75,19 +79,20 @@ type Options struct {
 // DefaultOptions are the flags' defaults.
 func DefaultOptions() Options {
 	return Options{
-		SchedulerName:  v1alpha1.DefaultSchedulerName,
-		Parallelism:    64,
-		GangTimeout:    5 * time.Minute,
-		InitialBackoff: time.Second,
-		MaxBackoff:     time.Minute,
-		ChangeDelay:    200 * time.Millisecond,
-		SnapshotTTL:    100 * time.Millisecond,
-		AssumeTTL:      30 * time.Second,
-		ResyncPeriod:   5 * time.Minute,
-		RefusalGrace:   5 * time.Second,
-		SSHPorts:       mpi.DefaultPortRange,
-		ImagePullGrace: 2 * time.Minute,
-		ShrinkScope:    priority.ScopeCluster,
+		SchedulerName:        v1alpha1.DefaultSchedulerName,
+		Parallelism:          64,
+		GangTimeout:          5 * time.Minute,
+		InitialBackoff:       time.Second,
+		MaxBackoff:           time.Minute,
+		ChangeDelay:          200 * time.Millisecond,
+		SnapshotTTL:          100 * time.Millisecond,
+		AssumeTTL:            30 * time.Second,
+		ResyncPeriod:         5 * time.Minute,
+		RefusalGrace:         5 * time.Second,
+		LauncherFailureGrace: 5 * time.Second,
+		SSHPorts:             mpi.DefaultPortRange,
+		ImagePullGrace:       2 * time.Minute,
+		ShrinkScope:          priority.ScopeCluster,
 	}
 }
 
@@ -144,6 +149,8 @@ type Controller struct {
 	timers map[string]time.Time
 	// pullSince is when each pod was first seen failing to pull an image.
 	pullSince map[string]time.Time
+	// launcherFailed is when each job's launcher was first seen failed.
+	launcherFailed map[string]time.Time
 	// admissions are the dry runs of jobs' pods by job UID (podsAdmitted).
 	admissions map[types.UID]admission
 	apiSlots   chan struct{}
@@ -166,18 +173,19 @@ func New(kube kubernetes.Interface, dyn dynamic.Interface, recorder events.Event
 		queue: queue.New(queue.Options{
 			InitialBackoff: opts.InitialBackoff, MaxBackoff: opts.MaxBackoff, ChangeDelay: opts.ChangeDelay,
 		}),
-		assumed:    newAssumptions(opts.AssumeTTL),
-		cache:      snapshot.NewCache(opts.SchedulerName),
-		inflight:   map[string]*bindOp{},
-		results:    make(chan *bindOp, 64),
-		jobStatus:  map[string]writtenStatus{},
-		lastReason: map[string]string{},
-		refusals:   map[string]refusal{},
-		replans:    map[string]int{},
-		timers:     map[string]time.Time{},
-		pullSince:  map[string]time.Time{},
-		admissions: map[types.UID]admission{},
-		apiSlots:   make(chan struct{}, max(opts.Parallelism, 1)),
+		assumed:        newAssumptions(opts.AssumeTTL),
+		cache:          snapshot.NewCache(opts.SchedulerName),
+		inflight:       map[string]*bindOp{},
+		results:        make(chan *bindOp, 64),
+		jobStatus:      map[string]writtenStatus{},
+		lastReason:     map[string]string{},
+		refusals:       map[string]refusal{},
+		replans:        map[string]int{},
+		timers:         map[string]time.Time{},
+		pullSince:      map[string]time.Time{},
+		launcherFailed: map[string]time.Time{},
+		admissions:     map[types.UID]admission{},
+		apiSlots:       make(chan struct{}, max(opts.Parallelism, 1)),
 	}
 	if err := c.watchInformers(); err != nil {
 		return nil, err

@@ -95,6 +95,7 @@ func testOptions() Options {
 	o.InitialBackoff, o.MaxBackoff, o.ChangeDelay = 20*time.Millisecond, 200*time.Millisecond, 5*time.Millisecond
 	o.SnapshotTTL = 0
 	o.GangTimeout = time.Minute
+	o.LauncherFailureGrace = 100 * time.Millisecond
 	return o
 }
 

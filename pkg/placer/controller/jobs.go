@@ -76,6 +76,7 @@ func (c *Controller) syncJob(ctx context.Context, key string) {
 		}
 		delete(c.jobStatus, key)
 		delete(c.timers, key)
+		delete(c.launcherFailed, key)
 		delete(c.lastReason, gangKey)
 		delete(c.lastReason, gangKey+shrinkSuffix)
 		delete(c.replans, key)
@@ -213,6 +214,7 @@ func (c *Controller) finishJob(ctx context.Context, u *unstructured.Unstructured
 		c.mu.Unlock()
 		return
 	}
+	delete(c.launcherFailed, key)
 	now := metav1.Now()
 	st.Phase = phase
 	st.CompletionTime = &now

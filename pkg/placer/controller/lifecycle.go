@@ -248,6 +248,19 @@ func (c *Controller) syncLauncher(ctx context.Context, u *unstructured.Unstructu
 		c.finishJob(ctx, u, job, st, v1alpha1.PhaseSucceeded, ReasonCompleted, "the launcher exited 0")
 		return true
 	case launcher.Status.Phase == corev1.PodFailed:
+		// mpirun ends as soon as it loses a worker, often before the worker's own end reaches
+		// the placer: the run is blamed on the launcher only when no worker failure surfaces
+		// within the grace (workerFailure, checked first, names the worker then).
+		since, seen := c.launcherFailed[key]
+		if !seen {
+			since = now
+			c.launcherFailed[key] = now
+		}
+		if now.Before(since.Add(c.opts.LauncherFailureGrace)) {
+			c.wakeJobAt(key, since.Add(c.opts.LauncherFailureGrace))
+			return false
+		}
+		delete(c.launcherFailed, key)
 		c.runFailed(ctx, u, job, st, failure{reason: ReasonLauncherFail, msg: "the launcher failed: " + podFailure(launcher)})
 		return true
 	}

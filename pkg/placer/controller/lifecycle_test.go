@@ -397,3 +397,25 @@ func TestHostNetworkJobOverSeveralNodes(t *testing.T) {
 		}
 	}
 }
+
+// mpirun fails as soon as it loses a worker, often before the worker's own end is seen: the job's
+// condition then names the worker, not the launcher.
+func TestLauncherFailingFirstStillNamesTheLostWorker(t *testing.T) {
+	opts := testOptions()
+	opts.LauncherFailureGrace = 2 * time.Second
+	h := newHarness(t, opts, cluster(2, 8)...)
+	h.createJob(hpcJob("j", 4, nil))
+	h.eventually("job running", func() bool { return h.phase("hpc", "j") == v1alpha1.PhaseRunning })
+	worker := h.job("hpc", "j").Status.Placements[0].Worker
+	h.setPhase("hpc", "j-launcher", corev1.PodFailed)
+	time.Sleep(300 * time.Millisecond)
+	h.updateStatus("hpc", worker, func(s *corev1.PodStatus) {
+		s.Phase = corev1.PodFailed
+		s.ContainerStatuses = []corev1.ContainerStatus{{Name: "worker", State: corev1.ContainerState{
+			Terminated: &corev1.ContainerStateTerminated{ExitCode: 137, Reason: "Error"}}}}
+	})
+	msg := h.finishedWith("hpc", "j", v1alpha1.PhaseFailed, ReasonWorkerFailed)
+	if !strings.Contains(msg, worker) {
+		t.Errorf("Finished message %q does not name worker %s", msg, worker)
+	}
+}
