@@ -43,19 +43,26 @@ func (h *harness) refuse(ns, pod string, uid types.UID) {
 	}
 }
 
-// patchedStatus reports whether some status patch sent to the API server satisfies ok (fields
-// sent as null are nil).
+// patchedStatus reports whether some status patch sent to the API server satisfies ok (fields the
+// patch leaves out are nil: it sets the whole status).
 func (h *harness) patchedStatus(ok func(status map[string]any) bool) bool {
 	for _, a := range h.dyn.Actions() {
 		p, isPatch := a.(k8stesting.PatchAction)
 		if !isPatch || p.GetSubresource() != "status" {
 			continue
 		}
-		var body struct {
-			Status map[string]any `json:"status"`
+		var ops []struct {
+			Path  string
+			Value json.RawMessage
 		}
-		if json.Unmarshal(p.GetPatch(), &body) == nil && ok(body.Status) {
-			return true
+		if json.Unmarshal(p.GetPatch(), &ops) != nil {
+			continue
+		}
+		for _, op := range ops {
+			var status map[string]any
+			if op.Path == "/status" && json.Unmarshal(op.Value, &status) == nil && ok(status) {
+				return true
+			}
 		}
 	}
 	return false

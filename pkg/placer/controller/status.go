@@ -4,9 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"reflect"
 	"strconv"
-	"strings"
 	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
@@ -75,16 +73,18 @@ func (c *Controller) statusOf(key string, job *v1alpha1.HPCJob) *v1alpha1.HPCJob
 }
 
 // writeStatus patches the job's status subresource and remembers what it wrote (the informer
-// may show an older status for a while).
+// may show an older status for a while). The patch names the job object by UID: a job deleted and
+// made again under its name never gets its predecessor's status (its placements would make the
+// new job Running on workers it never had).
 func (c *Controller) writeStatus(ctx context.Context, u *unstructured.Unstructured, st *v1alpha1.HPCJobStatus) {
 	key := u.GetNamespace() + "/" + u.GetName()
 	st.ObservedGeneration = u.GetGeneration()
 	c.jobStatus[key] = writtenStatus{uid: u.GetUID(), status: st.DeepCopy()}
 	c.vouch(u, st)
-	patch, err := statusPatch(st)
+	patch, err := statusPatch(u.GetUID(), st)
 	if err == nil {
 		_, err = c.dyn.Resource(v1alpha1.GroupVersionResource).Namespace(u.GetNamespace()).Patch(ctx, u.GetName(),
-			types.MergePatchType, patch, metav1.PatchOptions{FieldManager: fieldManager}, "status")
+			types.JSONPatchType, patch, metav1.PatchOptions{FieldManager: fieldManager}, "status")
 	}
 	if apierrors.IsNotFound(err) {
 		delete(c.jobStatus, key)
@@ -98,35 +98,14 @@ func (c *Controller) writeStatus(ctx context.Context, u *unstructured.Unstructur
 	}
 }
 
-// statusFields are the JSON names of HPCJobStatus's fields.
-var statusFields = func() []string {
-	t := reflect.TypeFor[v1alpha1.HPCJobStatus]()
-	out := make([]string, 0, t.NumField())
-	for i := range t.NumField() {
-		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
-		out = append(out, name)
-	}
-	return out
-}()
-
-// statusPatch is the merge patch that makes the job's status st: a field st leaves empty is sent
-// as null, so that it clears what an earlier status set (a job placed again loses its start time
-// and placements).
-func statusPatch(st *v1alpha1.HPCJobStatus) ([]byte, error) {
-	data, err := json.Marshal(st)
-	if err != nil {
-		return nil, err
-	}
-	var fields map[string]any
-	if err := json.Unmarshal(data, &fields); err != nil {
-		return nil, err
-	}
-	for _, f := range statusFields {
-		if _, ok := fields[f]; !ok {
-			fields[f] = nil
-		}
-	}
-	return json.Marshal(map[string]any{"status": fields})
+// statusPatch is the JSON patch that makes the status of the job object uid st: it tests the
+// object's UID, then sets the whole status, so that a field st leaves empty clears what an earlier
+// status set (a job placed again loses its start time and placements).
+func statusPatch(uid types.UID, st *v1alpha1.HPCJobStatus) ([]byte, error) {
+	return json.Marshal([]map[string]any{
+		{"op": "test", "path": "/metadata/uid", "value": uid},
+		{"op": "add", "path": "/status", "value": st},
+	})
 }
 
 // setCondition records a condition; it reports whether anything changed.

@@ -14,7 +14,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	k8stypes "k8s.io/apimachinery/pkg/types"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/utils/ptr"
 
@@ -217,5 +219,41 @@ func TestOwnExclusiveJobKeepsItsNodes(t *testing.T) {
 	h.eventually("second running", func() bool { return h.phase("hpc", "second") == v1alpha1.PhaseRunning })
 	if a, b := h.job("hpc", "first").Status.Placements[0].Node, h.job("hpc", "second").Status.Placements[0].Node; a == b {
 		t.Errorf("second placed on %s, the node of the exclusive job first (most-loaded prefers it unless fenced)", b)
+	}
+}
+
+// A status the placer writes for a job object lands on that object only: a job deleted and made
+// again under its name never gets its predecessor's placements (it would be Running on workers it
+// never had, and end WorkerFailed). The patch tests the object's UID and sets the whole status.
+func TestStatusPatchNamesTheJobObject(t *testing.T) {
+	again := hpcJob("j", 1, nil)
+	again.SetUID("uid-j-2")
+	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
+		map[schema.GroupVersionResource]string{v1alpha1.GroupVersionResource: "HPCJobList"}, again)
+	jobs := dyn.Resource(v1alpha1.GroupVersionResource).Namespace("hpc")
+	running := &v1alpha1.HPCJobStatus{Phase: v1alpha1.PhaseRunning, Placements: []v1alpha1.WorkerPlacement{{Worker: "j-worker-0", Node: "n-0000"}}}
+	write := func(uid k8stypes.UID, st *v1alpha1.HPCJobStatus) error {
+		patch, err := statusPatch(uid, st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = jobs.Patch(context.Background(), "j", k8stypes.JSONPatchType, patch, metav1.PatchOptions{}, "status")
+		return err
+	}
+	if err := write("uid-j", running); err == nil {
+		t.Error("the old job's status was written on the job made again under its name")
+	}
+	if err := write("uid-j-2", running); err != nil {
+		t.Fatalf("the job's own status: %v", err)
+	}
+	if err := write("uid-j-2", &v1alpha1.HPCJobStatus{Phase: v1alpha1.PhasePending}); err != nil {
+		t.Fatal(err)
+	}
+	u, err := jobs.Get(context.Background(), "j", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, has, _ := unstructured.NestedSlice(u.Object, "status", "placements"); has {
+		t.Errorf("status %v: a status without placements left the earlier ones", u.Object["status"])
 	}
 }
