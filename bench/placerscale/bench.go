@@ -8,6 +8,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -135,14 +136,38 @@ func runRounds(ctx context.Context, kube kubernetes.Interface, dyn dynamic.Inter
 	return nil
 }
 
-// preflight checks that the NodeResourceTopology API is served, and removes what an earlier,
-// interrupted run left behind (its fake nodes and namespace, known by their label and name).
+// noDaemonSetOnFakeNodes refuses a cluster where a DaemonSet tolerates the fake nodes' taint (a
+// node agent's usually tolerates everything): it would put a pod on each of them, and kwok's
+// status writes for thousands of those swamp the API server before the nodes are Ready.
+func noDaemonSetOnFakeNodes(ctx context.Context, kube kubernetes.Interface) error {
+	dss, err := kube.AppsV1().DaemonSets("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return fmt.Errorf("list DaemonSets: %w", err)
+	}
+	taint := corev1.Taint{Key: kwokKey, Value: kwokValue, Effect: corev1.TaintEffectNoSchedule}
+	for _, ds := range dss.Items {
+		for _, tol := range ds.Spec.Template.Spec.Tolerations {
+			if tol.ToleratesTaint(logr.Discard(), &taint, true) {
+				return fmt.Errorf("DaemonSet %s/%s tolerates the fake nodes' taint %s and would run a pod on each of them: "+
+					"run the benchmark on a cluster without it (make cluster-down && make cluster-up gives one)", ds.Namespace, ds.Name, taint.ToString())
+			}
+		}
+	}
+	return nil
+}
+
+// preflight checks that the NodeResourceTopology API is served and that no DaemonSet would run
+// on the fake nodes, and removes what an earlier, interrupted run left behind (its fake nodes and
+// namespace, known by their label and name).
 func preflight(ctx context.Context, kube kubernetes.Interface, dyn dynamic.Interface, log *slog.Logger) error {
 	if _, err := dyn.Resource(nrt.GroupVersionResource).List(ctx, metav1.ListOptions{Limit: 1}); err != nil {
 		return fmt.Errorf("the NodeResourceTopology API is not served (%w): install its CRD, kubectl apply -f daemonset/crds/noderesourcetopology.yaml", err)
 	}
 	if _, err := dyn.Resource(v1alpha1.GroupVersionResource).List(ctx, metav1.ListOptions{Limit: 1}); err != nil {
 		return fmt.Errorf("the HPCJob API is not served (%w): install its CRD, kubectl apply -f daemonset/placer/crd-hpcjob.yaml", err)
+	}
+	if err := noDaemonSetOnFakeNodes(ctx, kube); err != nil {
+		return err
 	}
 	nodes, err := kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: benchSelector, Limit: 1})
 	if err != nil {

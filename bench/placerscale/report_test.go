@@ -1,11 +1,17 @@
 package main
 
 import (
+	"context"
 	"math"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
 )
 
 func TestPercentile(t *testing.T) {
@@ -74,5 +80,23 @@ func TestOptionsNameWhatIsWrong(t *testing.T) {
 	}
 	if _, err := parseOptions([]string{"-kwok", bin, "-kube-scheduler", bin, "-placer", bin, "-kubeconfig", bin}, &stderr); err != nil {
 		t.Errorf("defaults rejected: %v", err)
+	}
+}
+
+// A DaemonSet that tolerates every taint (a node agent's) would run a pod on each fake node: the
+// benchmark refuses to start, naming it; one that tolerates only its own taints is fine.
+func TestPreflightRefusesADaemonSetOnTheFakeNodes(t *testing.T) {
+	ds := func(name string, tol corev1.Toleration) *appsv1.DaemonSet {
+		return &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Namespace: "finegrain-system", Name: name},
+			Spec: appsv1.DaemonSetSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Tolerations: []corev1.Toleration{tol}}}}}
+	}
+	kube := fake.NewClientset(ds("narrow", corev1.Toleration{Key: "node-role.kubernetes.io/control-plane", Operator: corev1.TolerationOpExists}))
+	if err := noDaemonSetOnFakeNodes(context.Background(), kube); err != nil {
+		t.Errorf("a DaemonSet tolerating another taint: %v", err)
+	}
+	kube = fake.NewClientset(ds("finegrain-nodeagent", corev1.Toleration{Operator: corev1.TolerationOpExists}))
+	err := noDaemonSetOnFakeNodes(context.Background(), kube)
+	if err == nil || !strings.Contains(err.Error(), "DaemonSet finegrain-system/finegrain-nodeagent tolerates the fake nodes' taint") {
+		t.Errorf("a DaemonSet tolerating everything: error %v, want one naming it", err)
 	}
 }
