@@ -86,7 +86,9 @@ func TestNRIFailClosedWithoutPlugin(t *testing.T) {
 // resumed, reconnects. Killed: the agent is killed (SIGKILL) while containerd waits for its
 // answer; the validation fails on the closed connection and the kubelet restarts the agent. Either
 // way containerd refuses the creation, the kubelet's retry creates the worker pinned, and it runs
-// once, never unpinned.
+// once, never unpinned. The refusal names the plugin as containerd saw it at that moment: the
+// failed call of 10-finegrain, or (containerd 2, when the kubelet's retry comes before the agent
+// is back) its default validator's "required plugin "finegrain" not present".
 func TestNRIPluginHungOrKilledMidCall(t *testing.T) {
 	c := framework.Setup(t)
 	e := requireNRI(t, c)
@@ -125,7 +127,7 @@ func TestNRIPluginHungOrKilledMidCall(t *testing.T) {
 			line := e.waitContainerdLog(t, start, tc.want, 10*time.Second)
 			t.Logf("containerd: %s", line)
 			_ = syscall.Kill(pid, syscall.SIGCONT)
-			ev := eventWith(t, c, ns, "worker", time.Minute, "NRI adjustment", "10-finegrain")
+			ev := eventWith(t, c, ns, "worker", time.Minute, "NRI adjustment", "finegrain")
 			t.Logf("creation refused: %s: %s", ev.Reason, ev.Message)
 			checkRanPinned(t, c, ns, "worker", 3*time.Minute)
 			pod, err := c.Client.CoreV1().Pods(ns).Get(ctx, "worker", metav1.GetOptions{})
