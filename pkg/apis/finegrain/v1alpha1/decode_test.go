@@ -84,6 +84,13 @@ func TestDecodeBadJobs(t *testing.T) {
 		{"elastic max below min", "granularity: granularity", "granularity: scale\n  elastic: {minReplicas: 4, maxReplicas: 2}", "spec.elastic.maxReplicas: Invalid value: 2: must be at least minReplicas"},
 		{"elastic granularity", "granularity: granularity", "granularity: none\n  elastic: {minReplicas: 2, maxReplicas: 4}", "spec.granularity: Invalid value: \"none\": an elastic job chooses its own worker count"},
 		{"elastic with minAvailable", "granularity: granularity", "elastic: {minReplicas: 2, maxReplicas: 4}\n  gang: {minAvailable: 2}", "spec.gang.minAvailable: Forbidden"},
+		{"hook of both kinds", "granularity: granularity", "elastic: {minReplicas: 2, maxReplicas: 4, rescaleHook: {http: {port: 80}, exec: {command: [sh]}}}",
+			"spec.elastic.rescaleHook: Invalid value: \"\": set exactly one of http"},
+		{"hook of no kind", "granularity: granularity", "elastic: {minReplicas: 2, maxReplicas: 4, rescaleHook: {timeoutSeconds: 5}}", "set exactly one of http"},
+		{"hook port", "granularity: granularity", "elastic: {minReplicas: 2, maxReplicas: 4, rescaleHook: {http: {port: 0}}}", "spec.elastic.rescaleHook.http.port: Invalid value: 0"},
+		{"hook path", "granularity: granularity", "elastic: {minReplicas: 2, maxReplicas: 4, rescaleHook: {http: {port: 80, path: rescale}}}", "spec.elastic.rescaleHook.http.path: Invalid value: \"rescale\""},
+		{"hook command", "granularity: granularity", "elastic: {minReplicas: 2, maxReplicas: 4, rescaleHook: {exec: {command: []}}}", "spec.elastic.rescaleHook.exec.command: Required value"},
+		{"hook timeout", "granularity: granularity", "elastic: {minReplicas: 2, maxReplicas: 4, rescaleHook: {exec: {command: [sh]}, timeoutSeconds: 4000}}", "spec.elastic.rescaleHook.timeoutSeconds: Invalid value: 4000"},
 		{"not yaml", "kind: HPCJob", "kind: [HPCJob", "not valid YAML or JSON"},
 	}
 	for _, tc := range tests {
@@ -102,6 +109,18 @@ func TestDecodeBadJobs(t *testing.T) {
 				t.Errorf("error %q does not name the job", err)
 			}
 		})
+	}
+}
+
+func TestRescaleHookDefaults(t *testing.T) {
+	job, err := Decode([]byte(strings.Replace(goodJob, "granularity: granularity",
+		"elastic: {minReplicas: 2, maxReplicas: 4, rescaleHook: {http: {port: 8080}}}", 1)), "job.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := job.Spec.Elastic.RescaleHook
+	if h.TimeoutSeconds != DefaultRescaleTimeoutSeconds || h.HTTP.Path != DefaultRescalePath || h.HTTP.Port != 8080 {
+		t.Errorf("hook %+v %+v, want port 8080, path %s, timeout %d", h, h.HTTP, DefaultRescalePath, DefaultRescaleTimeoutSeconds)
 	}
 }
 

@@ -30,4 +30,13 @@ func SetDefaults(spec *HPCJobSpec) {
 	if spec.Elastic != nil && spec.Elastic.RescaleGapSeconds == 0 {
 		spec.Elastic.RescaleGapSeconds = DefaultRescaleGapSeconds
 	}
+	if spec.Elastic != nil && spec.Elastic.RescaleHook != nil {
+		h := spec.Elastic.RescaleHook
+		if h.TimeoutSeconds == 0 {
+			h.TimeoutSeconds = DefaultRescaleTimeoutSeconds
+		}
+		if h.HTTP != nil && h.HTTP.Path == "" {
+			h.HTTP.Path = DefaultRescalePath
+		}
+	}
 }

@@ -43,6 +43,10 @@ const (
 const (
 	DefaultTimeoutSeconds    = 300
 	DefaultRescaleGapSeconds = 60
+	// DefaultRescaleTimeoutSeconds bounds a rescale hook's acknowledgement.
+	DefaultRescaleTimeoutSeconds = 60
+	// DefaultRescalePath is the path of an HTTP rescale hook.
+	DefaultRescalePath = "/rescale"
 	// DefaultSSHAuthMountPath is where the job's SSH files are mounted: root's ~/.ssh, so that
 	// plain ssh finds the identity and the client config.
 	DefaultSSHAuthMountPath = "/root/.ssh"

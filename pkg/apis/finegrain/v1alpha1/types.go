@@ -140,12 +140,70 @@ type GangPolicy struct {
 }
 
 // Elastic bounds an elastic job. Each worker runs Tasks/MaxReplicas tasks; the job runs with
-// between MinReplicas and MaxReplicas workers.
+// between MinReplicas and MaxReplicas workers. Without a RescaleHook the job is moldable: the
+// placer chooses its size when it starts and never changes it (MinReplicas = MaxReplicas makes
+// it rigid); with one, the placer may shrink it for a job of higher priority and grow
+// it when room appears, telling the application through the hook each time.
 type Elastic struct {
 	MinReplicas int32 `json:"minReplicas"`
 	MaxReplicas int32 `json:"maxReplicas"`
 	// RescaleGapSeconds is the least time between two rescales of the job (default 60).
 	RescaleGapSeconds int32 `json:"rescaleGapSeconds,omitempty"`
+	// RescaleHook is how the running application is told of a new size.
+	RescaleHook *RescaleHook `json:"rescaleHook,omitempty"`
+}
+
+// RescaleHook is how the placer tells a running job's launcher of a new worker count and waits
+// for its acknowledgement: exactly one of HTTP and Exec. The request (RescaleRequest) is JSON: the
+// body of an HTTP POST, or the standard input of the command. To shrink, the placer publishes the
+// new hostfile, calls the hook, and deletes the workers that go once the hook acknowledged; to
+// grow, it binds the new workers, waits for them to be Ready, publishes the new hostfile, then
+// calls the hook. A hook that fails or does not answer within TimeoutSeconds leaves the job at
+// its size (the new workers of a growth are deleted again) with a Rescaling condition saying why.
+type RescaleHook struct {
+	// HTTP is an endpoint the launcher serves.
+	HTTP *HTTPRescaleHook `json:"http,omitempty"`
+	// Exec is a command the placer runs in the launcher's first container.
+	Exec *ExecRescaleHook `json:"exec,omitempty"`
+	// TimeoutSeconds bounds the wait for the acknowledgement, and for the new workers of a
+	// growth to be Ready (default 60).
+	TimeoutSeconds int32 `json:"timeoutSeconds,omitempty"`
+}
+
+// HTTPRescaleHook: the placer POSTs the request to http://<launcher pod IP>:<port><path>; an
+// answer of status 2xx acknowledges.
+type HTTPRescaleHook struct {
+	Port int32 `json:"port"`
+	// Path defaults to /rescale.
+	Path string `json:"path,omitempty"`
+}
+
+// ExecRescaleHook: the placer runs Command (no shell unless it names one) in the launcher's first
+// container with the request on its standard input; exit status 0 acknowledges.
+type ExecRescaleHook struct {
+	Command []string `json:"command"`
+}
+
+// Rescale directions, as RescaleRequest.Direction names them.
+const (
+	RescaleShrink = "shrink"
+	RescaleExpand = "expand"
+)
+
+// RescaleRequest is what a rescale hook receives, as JSON (docs/placer.md).
+type RescaleRequest struct {
+	// Job is "namespace/name".
+	Job string `json:"job"`
+	// Direction is RescaleShrink or RescaleExpand.
+	Direction string `json:"direction"`
+	// FromWorkers and ToWorkers are the worker counts before and after.
+	FromWorkers int32 `json:"fromWorkers"`
+	ToWorkers   int32 `json:"toWorkers"`
+	// Workers are the host names of the workers after the rescale, in rank order.
+	Workers []string `json:"workers"`
+	// Hostfile is the new hostfile, as published in the job's ConfigMap (the copy mounted in the
+	// launcher follows within the kubelet's sync period).
+	Hostfile string `json:"hostfile"`
 }
 
 // MPIImplementation is the MPI library the job's launcher and workers run.

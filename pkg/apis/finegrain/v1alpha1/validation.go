@@ -5,6 +5,7 @@ import (
 	"math"
 	"path"
 	"strconv"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -93,6 +94,35 @@ func validateCounts(spec *HPCJobSpec, sp *field.Path) field.ErrorList {
 			errs = append(errs, field.Invalid(sp.Child("granularity"), spec.Granularity,
 				"an elastic job chooses its own worker count; leave granularity unset or scale"))
 		}
+		errs = append(errs, validateHook(e.RescaleHook, ep.Child("rescaleHook"))...)
+	}
+	return errs
+}
+
+// MaxRescaleTimeoutSeconds bounds rescaleHook.timeoutSeconds.
+const MaxRescaleTimeoutSeconds = 3600
+
+func validateHook(h *RescaleHook, hp *field.Path) field.ErrorList {
+	if h == nil {
+		return nil
+	}
+	var errs field.ErrorList
+	switch {
+	case (h.HTTP == nil) == (h.Exec == nil):
+		errs = append(errs, field.Invalid(hp, "", "set exactly one of http (an endpoint the launcher serves) and exec (a command run in the launcher)"))
+	case h.HTTP != nil:
+		if h.HTTP.Port < 1 || h.HTTP.Port > 65535 {
+			errs = append(errs, field.Invalid(hp.Child("http", "port"), h.HTTP.Port, "must be a port number, 1 to 65535"))
+		}
+		if !strings.HasPrefix(h.HTTP.Path, "/") {
+			errs = append(errs, field.Invalid(hp.Child("http", "path"), h.HTTP.Path, "must be an absolute URL path such as /rescale"))
+		}
+	case len(h.Exec.Command) == 0 || h.Exec.Command[0] == "":
+		errs = append(errs, field.Required(hp.Child("exec", "command"), "name the program to run in the launcher, e.g. [/bin/sh, -c, ...]"))
+	}
+	if h.TimeoutSeconds < 1 || h.TimeoutSeconds > MaxRescaleTimeoutSeconds {
+		errs = append(errs, field.Invalid(hp.Child("timeoutSeconds"), h.TimeoutSeconds,
+			fmt.Sprintf("must be between 1 and %d seconds", MaxRescaleTimeoutSeconds)))
 	}
 	return errs
 }
