@@ -25,12 +25,15 @@ import (
 // reportingOptions are the flags of the reporting side of `nodeagent run`.
 type reportingOptions struct {
 	inspectAddress string
+	metricsAddress string
 	publishNRT     bool
 }
 
 func addReportingFlags(fs *pflag.FlagSet, o *reportingOptions) {
 	fs.StringVar(&o.inspectAddress, "inspect-address", inspect.DefaultAddress,
 		"host:port serving /metrics, /healthz, /readyz, /pins and /processes (read-only; loopback only by default)")
+	fs.StringVar(&o.metricsAddress, "metrics-address", "",
+		"host:port serving /metrics alone, for a cluster's Prometheus (the DaemonSet: :9721); empty: /metrics on --inspect-address only")
 	fs.BoolVar(&o.publishNRT, "publish-nrt", true, "publish the node's free-core map as a NodeResourceTopology object")
 }
 
@@ -101,7 +104,7 @@ func (r *reporting) run(ctx context.Context, a *agent.Agent, nodeName string, cl
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	errc := make(chan error, 2)
+	errc := make(chan error, 3)
 	running := 0
 	if pub != nil {
 		running++
@@ -119,6 +122,14 @@ func (r *reporting) run(ctx context.Context, a *agent.Agent, nodeName string, cl
 			Ready:  []inspect.Check{{Name: "agent", Run: func(context.Context) error { return a.Ready() }}},
 			Logger: r.log,
 		})
+		if err != nil {
+			return err
+		}
+		running++
+		go func() { errc <- srv.Run(ctx) }()
+	}
+	if r.opts.metricsAddress != "" {
+		srv, err := inspect.NewMetrics(inspect.Config{Address: r.opts.metricsAddress, Gatherer: r.registry, Logger: r.log})
 		if err != nil {
 			return err
 		}

@@ -101,7 +101,7 @@ func TestReportingAroundARealAgent(t *testing.T) {
 	}
 	cg.Add(ref, cgroup.Resources{CPUs: topo.OnlineCPUs, Mems: cpuset.New(0, 1)})
 
-	rep, err := newReporting(reportingOptions{inspectAddress: freeAddress(t), publishNRT: true}, log)
+	rep, err := newReporting(reportingOptions{inspectAddress: freeAddress(t), metricsAddress: freeAddress(t), publishNRT: true}, log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,7 +188,11 @@ func TestReportingAroundARealAgent(t *testing.T) {
 			t.Errorf("GET %s = %d %s", path, resp.StatusCode, body)
 		}
 	}
-	if err := testutil.ScrapeAndCompare(base+inspect.PathMetrics, strings.NewReader(`
+	// The same metrics on the inspection address and on --metrics-address, which serves nothing
+	// else.
+	metricsBase := "http://" + rep.opts.metricsAddress
+	for _, b := range []string{base, metricsBase} {
+		if err := testutil.ScrapeAndCompare(b+inspect.PathMetrics, strings.NewReader(`
 # HELP finegrain_nodeagent_pinned_containers Containers holding exclusive CPUs.
 # TYPE finegrain_nodeagent_pinned_containers gauge
 finegrain_nodeagent_pinned_containers 1
@@ -196,7 +200,13 @@ finegrain_nodeagent_pinned_containers 1
 # TYPE finegrain_nodeagent_allocations_total counter
 finegrain_nodeagent_allocations_total 1
 `), "finegrain_nodeagent_pinned_containers", "finegrain_nodeagent_allocations_total"); err != nil {
-		t.Error(err)
+			t.Errorf("%s: %v", b, err)
+		}
+	}
+	if resp, err := http.Get(metricsBase + inspect.PathPins); err != nil {
+		t.Fatal(err)
+	} else if resp.Body.Close(); resp.StatusCode != http.StatusNotFound {
+		t.Errorf("GET %s on --metrics-address = %d, want 404: pins stay on the inspection address", inspect.PathPins, resp.StatusCode)
 	}
 	numa := view.Containers[0].NUMANode
 	if numa == nil {

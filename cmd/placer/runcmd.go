@@ -23,8 +23,9 @@ gangs whose schedulerName is --scheduler-name, a whole job at a time, to nodes a
 the free cores the node agents publish in their NodeResourceTopology objects, and runs the jobs'
 MPI wiring (SSH identity, hostfile, launcher). With --leader-elect (the default) it takes the
 Lease --leader-elect-resource-namespace/--leader-elect-resource-name first, as kube-scheduler
-does, so that one replica places at a time. It serves /metrics and /healthz on
---metrics-address and logs JSON to stderr.`
+does, so that one replica places at a time. It serves /metrics, /healthz and /readyz (ready once
+the leader's caches synced; a replica waiting on the Lease is ready at once) on --metrics-address
+and logs JSON to stderr.`
 
 // runOptions are the parsed flags of `placer run`.
 type runOptions struct {
@@ -54,7 +55,7 @@ func addRunFlags(fs *pflag.FlagSet, o *runOptions) {
 	fs.StringVar(&opts.Kubeconfig, "kubeconfig", "", "kubeconfig file (default: in-cluster configuration)")
 	fs.Float32Var(&opts.KubeAPIQPS, "kube-api-qps", opts.KubeAPIQPS, "API requests per second")
 	fs.IntVar(&opts.KubeAPIBurst, "kube-api-burst", opts.KubeAPIBurst, "API request burst")
-	fs.StringVar(&opts.MetricsAddress, "metrics-address", opts.MetricsAddress, "address serving /metrics and /healthz (empty: off)")
+	fs.StringVar(&opts.MetricsAddress, "metrics-address", opts.MetricsAddress, "address serving /metrics, /healthz and /readyz (empty: off)")
 	fs.BoolVar(&opts.Profiling, "profiling", opts.Profiling, "also serve Go's profiles under /debug/pprof/ on the metrics address")
 	addLeaderElectionFlags(fs, opts)
 	fs.StringVar(&c.SchedulerName, "scheduler-name", c.SchedulerName, "schedulerName of the pods the placer binds")

@@ -58,10 +58,13 @@ type Config struct {
 	Logger        *slog.Logger
 }
 
-// Server is the agent's read-only HTTP endpoint.
+// Server is the agent's read-only HTTP endpoint: the inspection server New makes, or the
+// metrics-only one of NewMetrics.
 type Server struct {
 	cfg     Config
 	handler http.Handler
+	// what names the server in its log lines and errors.
+	what string
 	// listing holds a token while a /processes request reads /proc: one at a time.
 	listing chan struct{}
 }
@@ -82,17 +85,40 @@ func New(cfg Config) (*Server, error) {
 	if _, _, err := net.SplitHostPort(cfg.Address); err != nil {
 		return nil, fmt.Errorf("inspection server address %q is not host:port: %w", cfg.Address, err)
 	}
-	s := &Server{cfg: cfg, listing: make(chan struct{}, 1)}
+	s := &Server{cfg: cfg, what: "inspection server", listing: make(chan struct{}, 1)}
 	mux := http.NewServeMux()
-	mux.Handle(PathMetrics, promhttp.HandlerFor(cfg.Gatherer, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn)}))
-	mux.HandleFunc(PathHealthz, s.checks(cfg.Health))
-	mux.HandleFunc(PathReadyz, s.checks(cfg.Ready))
+	mux.Handle(PathMetrics, metricsHandler(cfg))
+	mux.Handle(PathHealthz, CheckHandler(cfg.Health))
+	mux.Handle(PathReadyz, CheckHandler(cfg.Ready))
 	mux.HandleFunc(PathPins, s.pins)
 	if cfg.Processes != nil {
 		mux.HandleFunc(PathProcesses, s.processes)
 	}
 	s.handler = readOnly(mux)
 	return s, nil
+}
+
+// NewMetrics makes a server of /metrics alone, for an address that a cluster's Prometheus
+// reaches (the node's own addresses, through the agent's metrics Service), while the inspection
+// server, which names pods and lists their processes, stays on loopback. cfg needs Address,
+// Gatherer and Logger; the rest is not served.
+func NewMetrics(cfg Config) (*Server, error) {
+	switch {
+	case cfg.Gatherer == nil:
+		return nil, errors.New("metrics server: no metrics gatherer")
+	case cfg.Logger == nil:
+		return nil, errors.New("metrics server: no logger")
+	}
+	if _, _, err := net.SplitHostPort(cfg.Address); err != nil {
+		return nil, fmt.Errorf("metrics server address %q is not host:port: %w", cfg.Address, err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle(PathMetrics, metricsHandler(cfg))
+	return &Server{cfg: Config{Address: cfg.Address, Gatherer: cfg.Gatherer, Logger: cfg.Logger}, what: "metrics server", handler: readOnly(mux)}, nil
+}
+
+func metricsHandler(cfg Config) http.Handler {
+	return promhttp.HandlerFor(cfg.Gatherer, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn)})
 }
 
 // Handler returns the server's routes, for tests and for embedding.
@@ -105,7 +131,7 @@ func (s *Server) Address() string { return s.cfg.Address }
 func (s *Server) Run(ctx context.Context) error {
 	ln, err := net.Listen("tcp", s.cfg.Address)
 	if err != nil {
-		return fmt.Errorf("inspection server: listen on %s: %w", s.cfg.Address, err)
+		return fmt.Errorf("%s: listen on %s: %w", s.what, s.cfg.Address, err)
 	}
 	return s.Serve(ctx, ln)
 }
@@ -120,18 +146,18 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		IdleTimeout:       60 * time.Second,
 		ErrorLog:          slog.NewLogLogger(s.cfg.Logger.Handler(), slog.LevelWarn),
 	}
-	s.cfg.Logger.Info("inspection server listening", "address", ln.Addr().String())
+	s.cfg.Logger.Info("serving", "server", s.what, "address", ln.Addr().String())
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {
 	case err := <-errc:
-		return fmt.Errorf("inspection server on %s: %w", ln.Addr(), err)
+		return fmt.Errorf("%s on %s: %w", s.what, ln.Addr(), err)
 	case <-ctx.Done():
 	}
 	shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := srv.Shutdown(shutdown); err != nil {
-		return fmt.Errorf("inspection server on %s: shut down: %w", ln.Addr(), err)
+		return fmt.Errorf("%s on %s: shut down: %w", s.what, ln.Addr(), err)
 	}
 	return nil
 }
@@ -148,10 +174,11 @@ func readOnly(next http.Handler) http.Handler {
 	})
 }
 
-// checks answers 200 "ok" when every check passes, 503 otherwise; the body lists each check as
-// "[+]name ok" or "[-]name failed: reason".
-func (s *Server) checks(list []Check) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
+// CheckHandler answers 200 "ok" when every check passes, 503 otherwise; the body lists each check
+// as "[+]name ok" or "[-]name failed: reason", as the Kubernetes components' /healthz and /readyz
+// do. The agent's server and the placer's serve their health through it.
+func CheckHandler(list []Check) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), checkTimeout)
 		defer cancel()
 		var b strings.Builder
@@ -173,7 +200,7 @@ func (s *Server) checks(list []Check) http.HandlerFunc {
 			b.WriteString("ok\n")
 		}
 		_, _ = w.Write([]byte(b.String()))
-	}
+	})
 }
 
 func (s *Server) pins(w http.ResponseWriter, _ *http.Request) {

@@ -97,8 +97,10 @@ func TestServerReadyzFailsWithReason(t *testing.T) {
 	}
 }
 
-func TestServerServesUntilCancelledAndFetchReadsPins(t *testing.T) {
-	srv, view := newServer(t, nil)
+// serveOnLoopback serves srv on a free loopback port; stop ends it and fails the test unless
+// Serve returns nil within 10 seconds.
+func serveOnLoopback(t *testing.T, srv *Server) (base string, stop func()) {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -106,8 +108,23 @@ func TestServerServesUntilCancelledAndFetchReadsPins(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ctx, ln) }()
+	return "http://" + ln.Addr().String(), func() {
+		t.Helper()
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("Serve = %v after cancel, want nil", err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("Serve did not return after cancel")
+		}
+	}
+}
 
-	base := "http://" + ln.Addr().String()
+func TestServerServesUntilCancelledAndFetchReadsPins(t *testing.T) {
+	srv, view := newServer(t, nil)
+	base, stop := serveOnLoopback(t, srv)
 	for _, u := range []string{base, base + "/", base + PathPins} {
 		got, err := Fetch(context.Background(), http.DefaultClient, u)
 		if err != nil {
@@ -120,15 +137,7 @@ func TestServerServesUntilCancelledAndFetchReadsPins(t *testing.T) {
 	if _, err := Fetch(context.Background(), http.DefaultClient, base+PathHealthz); err == nil || !strings.Contains(err.Error(), "/healthz/pins: 404") {
 		t.Errorf("Fetch below another path = %v, want a 404 naming the URL", err)
 	}
-	cancel()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Errorf("Serve = %v after cancel, want nil", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("Serve did not return after cancel")
-	}
+	stop()
 	if _, err := Fetch(context.Background(), http.DefaultClient, base); err == nil {
 		t.Error("Fetch succeeded after the server shut down")
 	}
@@ -159,5 +168,50 @@ func TestFetchAndNewRejectBadInput(t *testing.T) {
 	}
 	if _, err := New(Config{Pins: func() Pins { return Pins{} }, Logger: log}); err == nil {
 		t.Error("New without a gatherer succeeded")
+	}
+}
+
+// The metrics server that a cluster's Prometheus scrapes serves /metrics and nothing that names
+// pods or lists processes, and listens until cancelled.
+func TestMetricsServerServesOnlyMetrics(t *testing.T) {
+	_, s := snapshot(t)
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(metrics.NewState(staticSource{s}, report.Options{WholeCores: true}))
+	srv, err := NewMetrics(Config{Address: "127.0.0.1:0", Gatherer: reg, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := srv.Handler()
+	if code, body := get(t, h, http.MethodGet, PathMetrics); code != http.StatusOK || !strings.Contains(body, "finegrain_") {
+		t.Errorf("GET %s = %d %q, want 200 with finegrain's metrics", PathMetrics, code, body)
+	}
+	for _, path := range []string{PathPins, PathProcesses, PathHealthz, PathReadyz, "/"} {
+		if code, _ := get(t, h, http.MethodGet, path); code != http.StatusNotFound {
+			t.Errorf("GET %s on the metrics server = %d, want 404", path, code)
+		}
+	}
+	if code, _ := get(t, h, http.MethodPost, PathMetrics); code != http.StatusMethodNotAllowed {
+		t.Errorf("POST %s = %d, want 405", PathMetrics, code)
+	}
+
+	base, stop := serveOnLoopback(t, srv)
+	resp, err := http.Get(base + PathMetrics)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("GET %s over TCP = %d", PathMetrics, resp.StatusCode)
+	}
+	stop()
+
+	for _, cfg := range []Config{
+		{Address: "9721", Gatherer: reg, Logger: slog.Default()},
+		{Address: ":9721", Logger: slog.Default()},
+		{Address: ":9721", Gatherer: reg},
+	} {
+		if _, err := NewMetrics(cfg); err == nil || !strings.Contains(err.Error(), "metrics server") {
+			t.Errorf("NewMetrics(%+v) = %v, want an error naming the metrics server", cfg, err)
+		}
 	}
 }

@@ -44,7 +44,7 @@ type Options struct {
 	// KubeAPIQPS and KubeAPIBurst bound the client's request rate.
 	KubeAPIQPS   float32
 	KubeAPIBurst int
-	// MetricsAddress serves /metrics and /healthz; empty disables it.
+	// MetricsAddress serves /metrics, /healthz and /readyz; empty disables it.
 	MetricsAddress string
 	// Profiling also serves Go's profiles under /debug/pprof/ on MetricsAddress.
 	Profiling bool
@@ -144,7 +144,11 @@ func runLeading(ctx context.Context, opts Options, log *slog.Logger, kube kubern
 	}
 	serveErr := make(chan error, 1)
 	if opts.MetricsAddress != "" {
-		go func() { serveErr <- serve(ctx, opts.MetricsAddress, opts.Profiling, reg, lease) }()
+		h := health{synced: c.HasSynced}
+		if lease != nil {
+			h.lease = lease
+		}
+		go func() { serveErr <- serve(ctx, opts.MetricsAddress, opts.Profiling, reg, h) }()
 	}
 	var err error
 	if lease == nil {
@@ -244,9 +248,9 @@ func newLease(kube kubernetes.Interface, opts Options, log *slog.Logger, c *cont
 	return le, nil
 }
 
-// serve exposes /metrics and /healthz (unhealthy when this replica should lead and its Lease
-// has lapsed), and with profiling /debug/pprof/, until ctx ends.
-func serve(ctx context.Context, addr string, profiling bool, reg *prometheus.Registry, lease *leaderelection.LeaderElector) error {
+// serve exposes /metrics, /healthz and /readyz (health), and with profiling /debug/pprof/, until
+// ctx ends.
+func serve(ctx context.Context, addr string, profiling bool, reg *prometheus.Registry, h health) error {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	if profiling {
@@ -256,17 +260,7 @@ func serve(ctx context.Context, addr string, profiling bool, reg *prometheus.Reg
 		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	}
-	health := leaderelection.NewLeaderHealthzAdaptor(20 * time.Second)
-	if lease != nil {
-		health.SetLeaderElection(lease)
-	}
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
-		if err := health.Check(r); err != nil {
-			http.Error(w, err.Error(), http.StatusInternalServerError)
-			return
-		}
-		_, _ = w.Write([]byte("ok\n"))
-	})
+	h.register(ctx, mux)
 	srv := &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 5 * time.Second, BaseContext: func(net.Listener) context.Context { return ctx }}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.ListenAndServe() }()
