@@ -90,7 +90,6 @@ func nodeTopology(node string, uid types.UID, numa, cpus int) (*unstructured.Uns
 			Labels:          map[string]string{benchLabel: benchValue},
 			OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: node, UID: uid}},
 		},
-		TopologyPolicies: []string{nrt.LegacyPolicySingleNUMANodeContainer},
 		Attributes: []nrt.Attribute{
 			{Name: nrt.AttrTopologyManagerPolicy, Value: nrt.PolicySingleNUMANode},
 			{Name: nrt.AttrTopologyManagerScope, Value: nrt.ScopeContainer},

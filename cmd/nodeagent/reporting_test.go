@@ -160,7 +160,7 @@ func TestReportingAroundARealAgent(t *testing.T) {
 			return false
 		}
 		for _, z := range o.Zones {
-			if v, _ := z.Attribute(nrt.AttrPins); v == want {
+			if v, _ := nrt.AttributeValue(z.Attributes, nrt.AttrPins); v == want {
 				return true
 			}
 		}

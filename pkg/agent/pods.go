@@ -180,6 +180,9 @@ func (a *Agent) podChangedLocked(pod *corev1.Pod, rep *Report) (bool, []cgroup.C
 		}
 		a.notify()
 	}
+	if publishedChanged(ps.info, info) {
+		a.notify()
+	}
 	ps.info = info
 	for _, p := range info.Problems {
 		a.reportOnce(ps, p.Reason, p.Reason+"/"+p.Message, p.Message)
@@ -203,6 +206,15 @@ func (a *Agent) podChangedLocked(pod *corev1.Pod, rep *Report) (bool, []cgroup.C
 		}
 	}
 	return changed, st.podContainers(info.UID)
+}
+
+// publishedChanged reports whether the node's NodeResourceTopology shows the pod differently
+// besides its pins: whether the pods fingerprint covers it, or the memory its containers request
+// (a pinned container's comes off its NUMA node's available memory). Such a change is a change of
+// the agent's state.
+func publishedChanged(was, is classify.Pod) bool {
+	return was.Fingerprinted != is.Fingerprinted ||
+		!slices.EqualFunc(was.Containers, is.Containers, func(x, y classify.Container) bool { return x.Memory == y.Memory })
 }
 
 // allocatePodLocked makes a pod's exclusive entries match what its containers ask for.

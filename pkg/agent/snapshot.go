@@ -9,6 +9,7 @@ import (
 	"github.com/finegrain-dev/finegrain/pkg/cgroup"
 	"github.com/finegrain-dev/finegrain/pkg/policy"
 	"github.com/finegrain-dev/finegrain/pkg/report"
+	"github.com/finegrain-dev/finegrain/pkg/report/nrt"
 )
 
 // Snapshot is a read-only copy of the agent's state, for reporting (free-core maps, metrics,
@@ -89,6 +90,10 @@ func (a *Agent) Snapshot() Snapshot {
 	for i := range s.Pins {
 		p := &s.Pins[i]
 		p.Written = written[policy.Key{PodUID: p.PodUID, Container: p.Container}]
+		if ps := st.pods[p.PodUID]; ps != nil {
+			c, _ := ps.info.Container(p.Container)
+			p.Memory = c.Memory
+		}
 	}
 	for _, c := range s.Containers {
 		if !c.Exclusive && !c.Sandbox && c.Name != "" {
@@ -97,8 +102,12 @@ func (a *Agent) Snapshot() Snapshot {
 			})
 		}
 	}
+	s.Fingerprinted = nil
 	for uid, ps := range st.pods {
 		s.Pods = append(s.Pods, PodInfo{UID: uid, Namespace: ps.info.Namespace, Name: ps.info.Name, Exclusive: ps.info.Exclusive})
+		if ps.info.Fingerprinted {
+			s.Fingerprinted = append(s.Fingerprinted, nrt.PodName{Namespace: ps.info.Namespace, Name: ps.info.Name})
+		}
 	}
 	slices.SortFunc(s.Pods, func(x, y PodInfo) int { return cmp.Compare(x.UID, y.UID) })
 	return s

@@ -135,15 +135,15 @@ func FromNRT(o *nrt.NodeResourceTopology, bound int) (Pins, error) {
 	fail := func(format string, args ...any) (Pins, error) {
 		return Pins{}, fmt.Errorf("NodeResourceTopology %s: %s", o.Name, fmt.Sprintf(format, args...))
 	}
-	if g, ok := o.Attribute(nrt.AttrGeneration); ok {
+	if g, ok := nrt.AttributeValue(o.Attributes, nrt.AttrGeneration); ok {
 		n, err := strconv.ParseUint(g, 10, 64)
 		if err != nil {
 			return fail("attribute %s=%q is not a generation number", nrt.AttrGeneration, g)
 		}
 		v.Generation = n
 	}
-	v.Fingerprint, _ = o.Attribute(nrt.AttrPodsFingerprint)
-	v.SharedCPUs, _ = o.Attribute(nrt.AttrSharedCPUs)
+	v.Fingerprint, _ = nrt.AttributeValue(o.Attributes, nrt.AttrPodsFingerprint)
+	v.SharedCPUs, _ = nrt.AttributeValue(o.Attributes, nrt.AttrSharedCPUs)
 	for _, mf := range o.ManagedFields {
 		if mf.Manager == report.FieldManager && mf.Time != nil {
 			t := mf.Time.Time
@@ -159,7 +159,7 @@ func FromNRT(o *nrt.NodeResourceTopology, bound int) (Pins, error) {
 		if err != nil || !strings.HasPrefix(z.Name, nrt.ZonePrefix) || id < 0 {
 			return fail("zone %q is not named %s<NUMA node>", z.Name, nrt.ZonePrefix)
 		}
-		freeText, ok := z.Attribute(nrt.AttrFreeCPUs)
+		freeText, ok := nrt.AttributeValue(z.Attributes, nrt.AttrFreeCPUs)
 		if !ok {
 			return fail("zone %s has no %s attribute; a finegrain node agent did not write it", z.Name, nrt.AttrFreeCPUs)
 		}
@@ -172,13 +172,13 @@ func FromNRT(o *nrt.NodeResourceTopology, bound int) (Pins, error) {
 		}
 		bound -= free.Size()
 		n := NUMANode{ID: id, FreeCPUs: free.String(), Free: free.Size()}
-		if cpu, ok := z.Resource(nrt.ResourceCPU); ok {
+		if cpu, ok := nrt.ZoneResource(z, nrt.ResourceCPU); ok {
 			n.Capacity, n.Allocatable, n.Available = int(cpu.Capacity.Value()), int(cpu.Allocatable.Value()), int(cpu.Available.Value())
 		}
 		if n.Capacity > 0 {
 			v.NUMANodes = append(v.NUMANodes, n)
 		}
-		pinsText, _ := z.Attribute(nrt.AttrPins)
+		pinsText, _ := nrt.AttributeValue(z.Attributes, nrt.AttrPins)
 		pins, err := nrt.ParsePinsWithin(pinsText, bound)
 		if err != nil {
 			return fail("zone %s attribute %s: %v", z.Name, nrt.AttrPins, err)

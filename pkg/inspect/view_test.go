@@ -116,7 +116,7 @@ func TestFromNRTAgreesWithSnapshot(t *testing.T) {
 	}
 	want.Containers = want.Containers[:3]
 	want.Containers[0].PodUID, want.Containers[1].PodUID = "", ""
-	want.Fingerprint, _ = obj.Attribute(nrt.AttrPodsFingerprint)
+	want.Fingerprint, _ = nrt.AttributeValue(obj.Attributes, nrt.AttrPodsFingerprint)
 	want.UpdatedAt = &updated.Time
 	if d := cmp.Diff(want, got); d != "" {
 		t.Errorf("view of the published object differs from the agent's (-agent +object):\n%s", d)

@@ -70,11 +70,12 @@ var ErrNoState = errors.New("the snapshot lists no NUMA node; the agent has not 
 
 // Build returns the NodeResourceTopology object for one node: a zone node-<id> per NUMA node of
 // snap.Free, with cpu capacity (online CPUs), allocatable (minus reserved) and available (what one
-// exclusive request could get now, see Options), memory, costs from the NUMA distances, and the
-// free-cpus and pins attributes; at the top, the alignment policy, the pods fingerprint over the
-// pinned pods, the generation, the shared pool, its minimum and what exclusive requests can still
-// take on the whole node. It fails when the snapshot does not match the
-// topology.
+// exclusive request could get now, see Options), memory capacity and allocatable (the NUMA node's
+// memory) and available (minus the memory requests of the containers pinned there), costs from
+// the NUMA distances, and the free-cpus and pins attributes; at the top, the alignment policy, the
+// pods fingerprint over snap.Fingerprinted and its method, the generation, the shared pool, its
+// minimum and what exclusive requests can still take on the whole node. It fails when the
+// snapshot does not match the topology.
 func Build(node NodeRef, topo *topology.Topology, snap Snapshot, opts Options) (*nrt.NodeResourceTopology, error) {
 	if node.Name == "" || node.UID == "" {
 		return nil, fmt.Errorf("build NodeResourceTopology: the node's name (%q) and UID (%q) are both needed", node.Name, node.UID)
@@ -90,7 +91,7 @@ func Build(node NodeRef, topo *topology.Topology, snap Snapshot, opts Options) (
 		zoneOf[f.NUMANode] = i
 	}
 	pinsByZone := make([][]nrt.PinEntry, len(snap.Free))
-	pods := make([]nrt.PodName, 0, len(snap.Pins))
+	memoryByZone := make([]int64, len(snap.Free))
 	for _, p := range snap.Pins {
 		z, ok := zoneOf[p.NUMANode]
 		if !ok {
@@ -100,8 +101,8 @@ func Build(node NodeRef, topo *topology.Topology, snap Snapshot, opts Options) (
 		if !p.Named() {
 			name = nrt.PodName{Namespace: UnknownNamespace, Name: p.PodUID}
 		}
-		pods = append(pods, name)
 		pinsByZone[z] = append(pinsByZone[z], nrt.PinEntry{Namespace: name.Namespace, Pod: name.Name, Container: p.Container, CPUs: p.CPUs})
+		memoryByZone[z] += max(p.Memory, 0)
 	}
 
 	obj := &nrt.NodeResourceTopology{
@@ -109,12 +110,11 @@ func Build(node NodeRef, topo *topology.Topology, snap Snapshot, opts Options) (
 			Name:            node.Name,
 			OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: node.Name, UID: node.UID}},
 		},
-		TopologyPolicies: []string{nrt.LegacyPolicySingleNUMANodeContainer},
-		Zones:            make([]nrt.Zone, 0, len(snap.Free)),
+		Zones: make([]nrt.Zone, 0, len(snap.Free)),
 		Attributes: []nrt.Attribute{
 			{Name: nrt.AttrTopologyManagerPolicy, Value: nrt.PolicySingleNUMANode},
 			{Name: nrt.AttrTopologyManagerScope, Value: nrt.ScopeContainer},
-			{Name: nrt.AttrPodsFingerprint, Value: nrt.PodsFingerprint(pods)},
+			{Name: nrt.AttrPodsFingerprint, Value: nrt.PodsFingerprint(snap.Fingerprinted)},
 			{Name: nrt.AttrPodsFingerprintMethod, Value: nrt.MethodWithExclusiveResources},
 			{Name: nrt.AttrGeneration, Value: strconv.FormatUint(snap.Generation, 10)},
 			{Name: nrt.AttrSharedCPUs, Value: snap.Shared.String()},
@@ -123,12 +123,12 @@ func Build(node NodeRef, topo *topology.Topology, snap Snapshot, opts Options) (
 		},
 	}
 	for i, f := range snap.Free {
-		obj.Zones = append(obj.Zones, zone(topo, f, pinsByZone[i], opts))
+		obj.Zones = append(obj.Zones, zone(topo, f, pinsByZone[i], memoryByZone[i], opts))
 	}
 	return obj, nil
 }
 
-func zone(topo *topology.Topology, f policy.NUMAFree, pins []nrt.PinEntry, opts Options) nrt.Zone {
+func zone(topo *topology.Topology, f policy.NUMAFree, pins []nrt.PinEntry, pinnedMemory int64, opts Options) nrt.Zone {
 	available := opts.Available(f)
 	z := nrt.Zone{
 		Name: nrt.ZoneName(int(f.NUMANode)),
@@ -147,7 +147,8 @@ func zone(topo *topology.Topology, f policy.NUMAFree, pins []nrt.PinEntry, opts 
 	n, _ := topo.NUMANode(f.NUMANode)
 	if n.MemoryBytes > 0 {
 		mem := *resource.NewQuantity(int64(n.MemoryBytes), resource.DecimalSI)
-		z.Resources = append(z.Resources, nrt.ResourceInfo{Name: nrt.ResourceMemory, Capacity: mem, Allocatable: mem, Available: mem})
+		free := *resource.NewQuantity(max(int64(n.MemoryBytes)-pinnedMemory, 0), resource.DecimalSI)
+		z.Resources = append(z.Resources, nrt.ResourceInfo{Name: nrt.ResourceMemory, Capacity: mem, Allocatable: mem, Available: free})
 	}
 	for _, to := range topo.NUMANodes {
 		if d := topo.Distance(f.NUMANode, to.ID); d > 0 {

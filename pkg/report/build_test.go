@@ -57,9 +57,12 @@ func pinnedAllocator(t testing.TB, topo *topology.Topology) *policy.Allocator {
 
 // wantNRT is pinnedAllocator's state worked out by hand. Shared pool: 2-3,10-11 on node 0 and
 // 7,15 on node 1, 6 CPUs of which 2 must stay shared, so 4 may still go exclusive; node 0 has 2
-// free whole cores (4 CPUs), node 1 one (2 CPUs): the zones offer 4 and 2, but together only 4. The fingerprint is over hpc/lammps-worker-0,
-// hpc/stream-worker-1 and ?/uid-unknown (the pod the agent cannot name), computed with
-// python3-xxhash as in pkg/report/nrt's fingerprint test.
+// free whole cores (4 CPUs), node 1 one (2 CPUs): the zones offer 4 and 2, but together only 4.
+// Node 0's memory available is its 64 GiB minus the 8 GiB the pinned lammps rank requests. The
+// fingerprint is over the snapshot's Fingerprinted pods, hpc/lammps-worker-0, hpc/stream-worker-1
+// and hpc/db-0 (a Guaranteed pod in the shared pool), not ?/uid-unknown (the pod the agent cannot
+// name, which no scheduler knows either); its value was computed by the xxhash steps of
+// pkg/report/nrt's fingerprint test, independently of the podfingerprint library.
 const wantNRT = `
 apiVersion: topology.node.k8s.io/v1alpha2
 kind: NodeResourceTopology
@@ -70,15 +73,13 @@ metadata:
     kind: Node
     name: node-a
     uid: 6f1e5d2c-0000-4000-8000-00000000000a
-topologyPolicies:
-- SingleNUMANodeContainerLevel
 attributes:
 - name: topologyManagerPolicy
   value: single-numa-node
 - name: topologyManagerScope
   value: container
 - name: nodeTopologyPodsFingerprint
-  value: pfp0v001f61e60cd4aac225b
+  value: pfp0v001bec39d2200c1da90
 - name: nodeTopologyPodsFingerprintMethod
   value: with-exclusive-resources
 - name: finegrain.dev/generation
@@ -110,7 +111,7 @@ zones:
   - name: memory
     capacity: "68719476736"
     allocatable: "68719476736"
-    available: "68719476736"
+    available: "60129542144"
 - name: node-1
   type: Node
   costs:
@@ -137,6 +138,12 @@ zones:
 func TestBuildMatchesLiteralObject(t *testing.T) {
 	topo := twoSocketSMT(t)
 	snap := SnapshotOf(pinnedAllocator(t, topo), 17, names)
+	for i := range snap.Pins {
+		if snap.Pins[i].PodUID == "uid-lammps" {
+			snap.Pins[i].Memory = 8 << 30
+		}
+	}
+	snap.Fingerprinted = []nrt.PodName{{Namespace: "hpc", Name: "db-0"}, {Namespace: "hpc", Name: "lammps-worker-0"}, {Namespace: "hpc", Name: "stream-worker-1"}}
 	obj, err := Build(testNode, topo, snap, Options{WholeCores: true, MinSharedCPUs: 2})
 	if err != nil {
 		t.Fatal(err)
@@ -186,7 +193,7 @@ func TestBuildAvailableCountsSplitCoresUnlessWholeCores(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		cpu, _ := obj.Zones[0].Resource(nrt.ResourceCPU)
+		cpu, _ := nrt.ZoneResource(&obj.Zones[0], nrt.ResourceCPU)
 		if got := cpu.Available.Value(); got != tt.want {
 			t.Errorf("WholeCores=%v: node-0 cpu available = %d, want %d (free CPUs %s)", tt.whole, got, tt.want, snap.Free[0].FreeCPUs)
 		}
@@ -218,15 +225,15 @@ func TestBuildExclusiveAvailableIsNodeWide(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got, _ := obj.Attribute(nrt.AttrExclusiveAvailable); got != tt.want {
+			if got, _ := nrt.AttributeValue(obj.Attributes, nrt.AttrExclusiveAvailable); got != tt.want {
 				t.Errorf("%s = %q, want %q", nrt.AttrExclusiveAvailable, got, tt.want)
 			}
-			if got, _ := obj.Attribute(nrt.AttrMinSharedCPUs); got != strconv.Itoa(tt.minShared) {
+			if got, _ := nrt.AttributeValue(obj.Attributes, nrt.AttrMinSharedCPUs); got != strconv.Itoa(tt.minShared) {
 				t.Errorf("%s = %q, want %d", nrt.AttrMinSharedCPUs, got, tt.minShared)
 			}
 			sum := 0
 			for _, z := range obj.Zones {
-				cpu, _ := z.Resource(nrt.ResourceCPU)
+				cpu, _ := nrt.ZoneResource(&z, nrt.ResourceCPU)
 				sum += int(cpu.Available.Value())
 			}
 			if want, _ := strconv.Atoi(tt.want); sum <= want {
@@ -268,7 +275,7 @@ func TestBuildFingerprintCoversPinnedPodsOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, _ := obj.Attribute(nrt.AttrPodsFingerprint)
+	got, _ := nrt.AttributeValue(obj.Attributes, nrt.AttrPodsFingerprint)
 	if want := nrt.PodsFingerprint([]nrt.PodName{{Namespace: "hpc", Name: "lammps-worker-0"}}); got != want {
 		t.Errorf("fingerprint of one pod with two pinned containers = %s, want %s", got, want)
 	}
@@ -276,7 +283,7 @@ func TestBuildFingerprintCoversPinnedPodsOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, _ := empty.Attribute(nrt.AttrPodsFingerprint); got != "pfp0v001ef46db3751d8e999" {
+	if got, _ := nrt.AttributeValue(empty.Attributes, nrt.AttrPodsFingerprint); got != "pfp0v001ef46db3751d8e999" {
 		t.Errorf("fingerprint with no pins = %s, want the empty set's pfp0v001ef46db3751d8e999", got)
 	}
 }

@@ -1,6 +1,9 @@
 package report
 
-import "github.com/finegrain-dev/finegrain/pkg/policy"
+import (
+	"github.com/finegrain-dev/finegrain/pkg/policy"
+	"github.com/finegrain-dev/finegrain/pkg/report/nrt"
+)
 
 // NameFunc returns the namespace and name of the pod with the given UID, or empty strings when
 // they are not known.
@@ -12,7 +15,8 @@ func PinOf(a policy.Assignment) Pin {
 }
 
 // SnapshotOf reads a Snapshot from an allocator, naming pods with name (nil leaves every pod
-// unnamed). The caller must hold whatever lock guards the allocator.
+// unnamed); its Fingerprinted are the named pods holding pins. The caller must hold whatever lock
+// guards the allocator.
 func SnapshotOf(a *policy.Allocator, generation uint64, name NameFunc) Snapshot {
 	asg := a.Assignments()
 	s := Snapshot{
@@ -26,6 +30,9 @@ func SnapshotOf(a *policy.Allocator, generation uint64, name NameFunc) Snapshot 
 		p := PinOf(x)
 		if name != nil {
 			p.Namespace, p.Pod = name(x.Key.PodUID)
+		}
+		if p.Named() {
+			s.Fingerprinted = append(s.Fingerprinted, nrt.PodName{Namespace: p.Namespace, Name: p.Pod})
 		}
 		s.Pins = append(s.Pins, p)
 	}

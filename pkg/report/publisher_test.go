@@ -125,7 +125,7 @@ func (s *apiServer) generation() string {
 	if err != nil {
 		return err.Error()
 	}
-	g, _ := o.Attribute(nrt.AttrGeneration)
+	g, _ := nrt.AttributeValue(o.Attributes, nrt.AttrGeneration)
 	return g
 }
 
@@ -259,10 +259,10 @@ func TestPublisherFollowsChangesAndCoalescesBursts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if pins, _ := o.Zones[0].Attribute(nrt.AttrPins); pins != "" {
+	if pins, _ := nrt.AttributeValue(o.Zones[0].Attributes, nrt.AttrPins); pins != "" {
 		t.Errorf("node-0 pins after the release = %q, want none", pins)
 	}
-	if free, _ := o.Zones[0].Attribute(nrt.AttrFreeCPUs); free != "1-3,9-11" {
+	if free, _ := nrt.AttributeValue(o.Zones[0].Attributes, nrt.AttrFreeCPUs); free != "1-3,9-11" {
 		t.Errorf("node-0 free CPUs after the release = %q, want 1-3,9-11", free)
 	}
 }

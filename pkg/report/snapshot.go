@@ -4,6 +4,7 @@ import (
 	"k8s.io/utils/cpuset"
 
 	"github.com/finegrain-dev/finegrain/pkg/policy"
+	"github.com/finegrain-dev/finegrain/pkg/report/nrt"
 	"github.com/finegrain-dev/finegrain/pkg/topology"
 )
 
@@ -21,6 +22,10 @@ type Snapshot struct {
 	// SharedContainers are the containers the agent keeps in the shared pool, ordered like Pins;
 	// nil when the source does not track them.
 	SharedContainers []Container
+	// Fingerprinted are the pods the pods fingerprint covers (nrt.MethodWithExclusiveResources:
+	// the node's pods nrt.CountsInFingerprint counts), in any order. A source that does not watch
+	// the node's pods gives the named pods of Pins (SnapshotOf).
+	Fingerprinted []nrt.PodName
 }
 
 // Container names one container of a pod.
@@ -38,6 +43,9 @@ type Pin struct {
 	// CPUs and Mems are the container's cpuset.cpus and cpuset.mems; NUMANode the node they lie in.
 	CPUs, Mems cpuset.CPUSet
 	NUMANode   topology.NUMAID
+	// Memory is the container's memory request in bytes, memory its cpuset.mems keeps on
+	// NUMANode; 0 when it has none or the source does not know the pod.
+	Memory int64
 	// Written is true once a live container cgroup carries the pin; a source that cannot tell
 	// (an allocator, a checkpoint) leaves it false.
 	Written bool

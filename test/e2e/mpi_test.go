@@ -151,7 +151,7 @@ func agentPin(ctx context.Context, c *framework.Cluster, ns, pod, container stri
 		return cpuset.CPUSet{}, 0, err
 	}
 	for _, z := range obj.Zones {
-		v, _ := z.Attribute(nrt.AttrPins)
+		v, _ := nrt.AttributeValue(z.Attributes, nrt.AttrPins)
 		pins, err := nrt.ParsePins(v)
 		if err != nil {
 			return cpuset.CPUSet{}, 0, err
@@ -330,7 +330,7 @@ func noPins(t *testing.T, c *framework.Cluster, ns string) {
 			return err
 		}
 		for _, z := range obj.Zones {
-			v, _ := z.Attribute(nrt.AttrPins)
+			v, _ := nrt.AttributeValue(z.Attributes, nrt.AttrPins)
 			pins, _ := nrt.ParsePins(v)
 			for _, p := range pins {
 				if p.Namespace == ns {

@@ -64,7 +64,7 @@ func deployNodes(t *testing.T) *framework.Cluster {
 			if err != nil {
 				return err
 			}
-			if v, _ := obj.Attribute(nrt.AttrExclusiveAvailable); v == "" || v == "0" {
+			if v, _ := nrt.AttributeValue(obj.Attributes, nrt.AttrExclusiveAvailable); v == "" || v == "0" {
 				return fmt.Errorf("node %s: %s=%q", n.Name, nrt.AttrExclusiveAvailable, v)
 			}
 		}
@@ -89,7 +89,7 @@ func nodePins(ctx context.Context, c *framework.Cluster, node string) (map[strin
 	}
 	out := map[string]nodePin{}
 	for _, z := range obj.Zones {
-		v, _ := z.Attribute(nrt.AttrPins)
+		v, _ := nrt.AttributeValue(z.Attributes, nrt.AttrPins)
 		pins, err := nrt.ParsePins(v)
 		if err != nil {
 			return nil, fmt.Errorf("pins of node %s zone %s: %w", node, z.Name, err)

@@ -105,7 +105,7 @@ func generationOf(u *unstructured.Unstructured) uint64 {
 	if err != nil {
 		return 0
 	}
-	g, _ := o.Attribute(nrt.AttrGeneration)
+	g, _ := nrt.AttributeValue(o.Attributes, nrt.AttrGeneration)
 	n, _ := strconv.ParseUint(g, 10, 64)
 	return n
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/finegrain-dev/finegrain/pkg/cgroup"
 	"github.com/finegrain-dev/finegrain/pkg/cpulist"
 	"github.com/finegrain-dev/finegrain/pkg/policy"
+	"github.com/finegrain-dev/finegrain/pkg/report/nrt"
 	"github.com/finegrain-dev/finegrain/pkg/topology"
 )
 
@@ -90,6 +91,10 @@ type Pod struct {
 	NUMA policy.NUMAChoice
 	// Terminal is true once the pod has succeeded or failed: its containers never run again.
 	Terminal bool
+	// Fingerprinted is true for a pod the node's pods fingerprint covers
+	// (nrt.CountsInFingerprint): past Pending and holding exclusive resources as
+	// scheduler-plugins counts them.
+	Fingerprinted bool
 	// Containers are the pod's containers, regular ones first, in spec order.
 	Containers []Container
 	// IDs maps the runtime IDs of the containers its status reports as not terminated to their
@@ -104,6 +109,9 @@ type Container struct {
 	Name string
 	// CPUs is the number of exclusive CPUs it gets; 0 keeps it in the shared pool.
 	CPUs int
+	// Memory is its memory request in bytes (0 for none): what a container with exclusive CPUs
+	// takes from its NUMA node's memory, to which its cpuset.mems binds it.
+	Memory int64
 	// Shared is the CPU quota and memory limit it gets while it is in the shared pool (its cpusets
 	// are left empty: the agent fills in the shared pool).
 	Shared cgroup.Resources
@@ -146,6 +154,8 @@ func Classify(pod *corev1.Pod, cfg Config) Pod {
 		QOS:       qosOf(pod),
 		Terminal:  pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed,
 		IDs:       containerIDs(pod),
+
+		Fingerprinted: nrt.CountsInFingerprint(pod),
 	}
 	if v, ok := pod.Labels[LabelPinning]; ok {
 		if v == PinningExclusive {
@@ -161,7 +171,7 @@ func Classify(pod *corev1.Pod, cfg Config) Pod {
 		if p.Exclusive {
 			cpus = p.exclusiveCPUs(c)
 		}
-		p.Containers = append(p.Containers, Container{Name: c.Name, CPUs: cpus, Shared: sharedResources(c.Resources, cfg)})
+		p.Containers = append(p.Containers, Container{Name: c.Name, CPUs: cpus, Memory: c.Resources.Requests.Memory().Value(), Shared: sharedResources(c.Resources, cfg)})
 	}
 	for _, c := range pod.Spec.InitContainers {
 		p.Containers = append(p.Containers, Container{Name: c.Name, Shared: sharedResources(c.Resources, cfg)})

@@ -35,6 +35,7 @@ import (
 	"k8s.io/client-go/tools/events"
 
 	"github.com/finegrain-dev/finegrain/pkg/apis/finegrain/v1alpha1"
+	schedv1alpha1 "github.com/finegrain-dev/finegrain/pkg/apis/scheduling/v1alpha1"
 	"github.com/finegrain-dev/finegrain/pkg/mpi"
 	"github.com/finegrain-dev/finegrain/pkg/placer/plan"
 	"github.com/finegrain-dev/finegrain/pkg/placer/priority"
@@ -115,6 +116,7 @@ type Controller struct {
 	nrts           cache.GenericLister
 	jobs           cache.GenericLister
 	classes        schedulinglisters.PriorityClassLister
+	podGroups      cache.GenericLister
 	synced         []cache.InformerSynced
 
 	// Written by informer handlers, read by the loop.
@@ -151,6 +153,8 @@ type Controller struct {
 	pullSince map[string]time.Time
 	// launcherFailed is when each job's launcher was first seen failed.
 	launcherFailed map[string]time.Time
+	// deprecated are the pods warned of the deprecated gang label, by gang and pod name.
+	deprecated map[string]map[string]types.UID
 	// admissions are the dry runs of jobs' pods by job UID (podsAdmitted).
 	admissions map[types.UID]admission
 	apiSlots   chan struct{}
@@ -185,6 +189,7 @@ func New(kube kubernetes.Interface, dyn dynamic.Interface, recorder events.Event
 		pullSince:      map[string]time.Time{},
 		launcherFailed: map[string]time.Time{},
 		admissions:     map[types.UID]admission{},
+		deprecated:     map[string]map[string]types.UID{},
 		apiSlots:       make(chan struct{}, max(opts.Parallelism, 1)),
 	}
 	if err := c.watchInformers(); err != nil {
@@ -255,6 +260,7 @@ func (c *Controller) watchInformers() error {
 		podInf.Informer().HasSynced, c.kubeInformers.Core().V1().Nodes().Informer().HasSynced,
 		nrtInf.Informer().HasSynced, jobInf.Informer().HasSynced, eventInf.HasSynced, classInf.Informer().HasSynced,
 	}
+	c.watchPodGroups()
 	return nil
 }
 
@@ -270,13 +276,14 @@ func stripManagedFields(obj any) (any, error) {
 	return obj, nil
 }
 
-// gangKeyOf returns the gang a pod the placer schedules belongs to: its pod group, or itself.
+// gangKeyOf returns the gang a pod the placer schedules belongs to: its pod group (either label),
+// or itself.
 // Pods of HPCJobs are the job's business and belong to no plain gang.
 func (c *Controller) gangKeyOf(p *corev1.Pod) (string, bool) {
 	if p.Spec.SchedulerName != c.opts.SchedulerName || p.Labels[v1alpha1.LabelJob] != "" {
 		return "", false
 	}
-	if g := p.Labels[v1alpha1.LabelPodGroup]; g != "" {
+	if g, _, ok := schedv1alpha1.GroupOf(p); ok {
 		return snapshot.PodGroupKey(p.Namespace, g), true
 	}
 	return plan.PodKey(p.Namespace, p.Name), true
@@ -472,7 +479,7 @@ func (c *Controller) drain(ctx context.Context) {
 		c.syncJob(ctx, k)
 	}
 	for k := range gangs {
-		c.syncGang(k)
+		c.syncGang(ctx, k)
 	}
 	c.checkRefusals(ctx, time.Now())
 }

@@ -3,7 +3,6 @@ package controller
 import (
 	"context"
 	"errors"
-	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -15,17 +14,7 @@ import (
 
 // gangPods returns the live pods of a plain gang (assumptions applied) and the pending ones.
 func (c *Controller) gangPods(key string, now time.Time) (live, pending []*corev1.Pod) {
-	objs, _ := c.podIndex.ByIndex(gangIndex, key)
-	pods := make([]*corev1.Pod, 0, len(objs))
-	for _, o := range objs {
-		if p, ok := o.(*corev1.Pod); ok {
-			pods = append(pods, p)
-		}
-	}
-	for _, p := range pods {
-		if a, ok := c.assumed.pods[podKey(p)]; ok && p.Spec.NodeName == "" {
-			p = a.pod
-		}
+	for _, p := range c.groupPods(key) {
 		if p.DeletionTimestamp != nil || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
 			continue
 		}
@@ -37,13 +26,31 @@ func (c *Controller) gangPods(key string, now time.Time) (live, pending []*corev
 	return live, pending
 }
 
-// syncGang queues a plain gang while it has pending pods: at the highest priority of its pods,
-// aged from its oldest pod.
-func (c *Controller) syncGang(key string) {
+// groupPods returns every pod of a plain gang, terminated ones included, assumptions applied.
+func (c *Controller) groupPods(key string) []*corev1.Pod {
+	objs, _ := c.podIndex.ByIndex(gangIndex, key)
+	pods := make([]*corev1.Pod, 0, len(objs))
+	for _, o := range objs {
+		if p, ok := o.(*corev1.Pod); ok {
+			if a, ok := c.assumed.pods[podKey(p)]; ok && p.Spec.NodeName == "" {
+				p = a.pod
+			}
+			pods = append(pods, p)
+		}
+	}
+	return pods
+}
+
+// syncGang reports a plain gang's PodGroup status and warns of the deprecated label, and queues
+// the gang while it has pending pods: at the highest priority of its pods, aged from its oldest
+// pod, with its PodGroup's timeout.
+func (c *Controller) syncGang(ctx context.Context, key string) {
 	if c.inflight[key] != nil {
 		return
 	}
-	_, pending := c.gangPods(key, time.Now())
+	live, pending := c.gangPods(key, time.Now())
+	c.syncPodGroupStatus(ctx, key, c.groupPods(key))
+	c.warnDeprecated(key, pending)
 	if len(pending) == 0 {
 		c.queue.Remove(key)
 		delete(c.lastReason, key)
@@ -59,7 +66,7 @@ func (c *Controller) syncGang(key string) {
 			created = t
 		}
 	}
-	c.queue.Add(key, queue.Gang, prio, created, c.opts.GangTimeout)
+	c.queue.Add(key, queue.Gang, prio, created, c.gangTimeout(key, live))
 }
 
 // attemptGang plans a plain pod gang (or a lone pod) and, when it fits, starts binding it.
@@ -69,14 +76,8 @@ func (c *Controller) attemptGang(ctx context.Context, e *queue.Entry, now time.T
 		c.queue.Remove(e.Key)
 		return
 	}
-	var g *plan.Gang
-	var err error
-	if rest, ok := strings.CutPrefix(e.Key, "pod group "); ok {
-		ns, name := splitKey(rest)
-		g, err = plan.PodGang(ns, name, live)
-	} else {
-		g = plan.SinglePod(pending[0])
-	}
+	snap := c.snapshot(now)
+	g, err := c.plainGang(snap, e.Key, live, pending)
 	var incomplete *plan.IncompleteError
 	if errors.As(err, &incomplete) {
 		c.queue.Failed(e.Key, now)
@@ -86,7 +87,6 @@ func (c *Controller) attemptGang(ctx context.Context, e *queue.Entry, now time.T
 		c.gangFailed(ctx, e, nil, nil, err, now, nil, pending...)
 		return
 	}
-	snap := c.snapshot(now)
 	t0 := time.Now()
 	res, err := plan.Plan(snap, g)
 	c.metrics.PlanDuration.Observe(time.Since(t0).Seconds())

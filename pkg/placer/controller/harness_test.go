@@ -28,6 +28,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/finegrain-dev/finegrain/pkg/apis/finegrain/v1alpha1"
+	schedv1alpha1 "github.com/finegrain-dev/finegrain/pkg/apis/scheduling/v1alpha1"
 	st "github.com/finegrain-dev/finegrain/pkg/placer/snapshot/snapshottest"
 	"github.com/finegrain-dev/finegrain/pkg/report/nrt"
 )
@@ -112,6 +113,7 @@ func newHarness(t *testing.T, opts Options, objs ...runtime.Object) *harness {
 	h := &harness{t: t, kube: fake.NewClientset(typed...), rec: &recorder{}, reg: prometheus.NewRegistry(), failBind: map[string]int{}, done: make(chan struct{})}
 	h.dyn = dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{
 		nrt.GroupVersionResource: "NodeResourceTopologyList", v1alpha1.GroupVersionResource: "HPCJobList",
+		schedv1alpha1.GroupVersionResource: "PodGroupList",
 	}, dynamic...)
 	h.kube.PrependReactor("create", "pods", h.giveUID)
 	h.kube.PrependReactor("delete", "pods", h.checkUID)

@@ -119,7 +119,7 @@ func (c *Controller) pinnedOnNode(pod *corev1.Pod) bool {
 	}
 	key := podKey(pod)
 	for i := range obj.Zones {
-		v, _ := obj.Zones[i].Attribute(nrt.AttrPins)
+		v, _ := nrt.AttributeValue(obj.Zones[i].Attributes, nrt.AttrPins)
 		for e, err := range nrt.ScanPinsWithin(v, bound) {
 			// A malformed entry names no pod; the zone's other entries still count.
 			if err == nil && e.PodKey() == key {

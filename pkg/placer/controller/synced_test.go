@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/finegrain-dev/finegrain/pkg/apis/finegrain/v1alpha1"
+	schedv1alpha1 "github.com/finegrain-dev/finegrain/pkg/apis/scheduling/v1alpha1"
 	"github.com/finegrain-dev/finegrain/pkg/report/nrt"
 )
 
@@ -23,6 +24,7 @@ import (
 func TestHasSynced(t *testing.T) {
 	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{
 		nrt.GroupVersionResource: "NodeResourceTopologyList", v1alpha1.GroupVersionResource: "HPCJobList",
+		schedv1alpha1.GroupVersionResource: "PodGroupList",
 	})
 	idle, err := New(fake.NewClientset(), dyn, &recorder{}, prometheus.NewRegistry(), slog.New(slog.NewTextHandler(io.Discard, nil)), testOptions())
 	if err != nil {

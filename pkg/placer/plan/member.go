@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 
 	"github.com/finegrain-dev/finegrain/pkg/apis/finegrain/v1alpha1"
+	schedv1alpha1 "github.com/finegrain-dev/finegrain/pkg/apis/scheduling/v1alpha1"
 	"github.com/finegrain-dev/finegrain/pkg/placer/snapshot"
 )
 
@@ -41,23 +42,16 @@ func (e *IncompleteError) Error() string {
 	return fmt.Sprintf("%s has %d pods, fewer than its min-available %d: waiting for the rest to be created", e.Group, e.Have, e.Want)
 }
 
-// PodGang makes the gang of plain pods labelled pod-group.scheduling.x-k8s.io/name=name in one
-// namespace. Every pod must carry the same positive min-available label (default: all pods).
-// Terminated pods are left out; bound pods count toward min-available and stay where they are.
-// All members form one task group, so the gang packs onto as few nodes as it fits; a pod
-// annotated finegrain.dev/exclusive-nodes=true makes the gang keep other HPC jobs off its nodes.
+// PodGang makes the gang of plain pods labelled pod-group.scheduling.x-k8s.io/name=name (the
+// deprecated label) in one namespace. Every pod must carry the same positive min-available label
+// (default: all pods). Terminated pods are left out; bound pods count toward min-available and
+// stay where they are. All members form one task group, so the gang packs onto as few nodes as it
+// fits; a pod annotated finegrain.dev/exclusive-nodes=true makes the gang keep other HPC jobs off
+// its nodes.
 func PodGang(namespace, name string, pods []*corev1.Pod) (*Gang, error) {
 	key := snapshot.PodGroupKey(namespace, name)
-	var live []*corev1.Pod
-	for _, p := range pods {
-		if p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
-			live = append(live, p)
-		}
-	}
-	slices.SortFunc(live, func(a, b *corev1.Pod) int { return cmp.Compare(a.Name, b.Name) })
-	g := &Gang{Key: key, Groups: 1, Policy: LeastLoaded}
+	live := liveByName(pods)
 	minSet, minFrom := -1, ""
-	var classes []*Constraints
 	for _, p := range live {
 		if v, ok := p.Labels[v1alpha1.LabelPodGroupMinAvailable]; ok {
 			n, err := strconv.Atoi(v)
@@ -71,18 +65,45 @@ func PodGang(namespace, name string, pods []*corev1.Pod) (*Gang, error) {
 			}
 			minSet, minFrom = n, p.Name
 		}
+	}
+	if minSet < 0 {
+		minSet = len(live)
+	}
+	return podGang(key, live, minSet)
+}
+
+// PodGroupGang makes the gang of the pods labelled scheduling.x-k8s.io/pod-group with the
+// group's name: as PodGang, but of the group's spec.minMember (the pods' min-available labels
+// are not read). The group must be valid (schedv1alpha1.FromUnstructured).
+func PodGroupGang(pg *schedv1alpha1.PodGroup, pods []*corev1.Pod) (*Gang, error) {
+	return podGang(snapshot.PodGroupKey(pg.Namespace, pg.Name), liveByName(pods), int(pg.Spec.MinMember))
+}
+
+// liveByName returns the pods that have not terminated, sorted by name.
+func liveByName(pods []*corev1.Pod) []*corev1.Pod {
+	var live []*corev1.Pod
+	for _, p := range pods {
+		if p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
+			live = append(live, p)
+		}
+	}
+	slices.SortFunc(live, func(a, b *corev1.Pod) int { return cmp.Compare(a.Name, b.Name) })
+	return live
+}
+
+// podGang makes the one-task-group gang key of the live pods, of which minAvailable must fit.
+func podGang(key string, live []*corev1.Pod, minAvailable int) (*Gang, error) {
+	if minAvailable > len(live) {
+		return nil, &IncompleteError{Group: key, Have: len(live), Want: minAvailable}
+	}
+	g := &Gang{Key: key, Groups: 1, Policy: LeastLoaded, MinAvailable: minAvailable}
+	var classes []*Constraints
+	for _, p := range live {
 		if p.Annotations[v1alpha1.AnnotationExclusiveNodes] == "true" {
 			g.ExclusiveNodes = true
 		}
 		g.Members = append(g.Members, MemberFromPod(p, 0, sharedConstraints(&classes, ConstraintsOf(&p.Spec))))
 	}
-	if minSet < 0 {
-		minSet = len(g.Members)
-	}
-	if minSet > len(g.Members) {
-		return nil, &IncompleteError{Group: key, Have: len(g.Members), Want: minSet}
-	}
-	g.MinAvailable = minSet
 	return g, nil
 }
 

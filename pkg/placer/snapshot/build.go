@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/finegrain-dev/finegrain/pkg/apis/finegrain/v1alpha1"
+	schedv1alpha1 "github.com/finegrain-dev/finegrain/pkg/apis/scheduling/v1alpha1"
 )
 
 // Input is the API objects a snapshot is built from.
@@ -43,7 +44,7 @@ func JobOf(pod *corev1.Pod) (JobOnNode, bool) {
 	if job := pod.Labels[v1alpha1.LabelJob]; job != "" && pod.Labels[v1alpha1.LabelRole] == v1alpha1.RoleWorker {
 		return JobOnNode{Key: HPCJobKey(pod.Namespace, job), Exclusive: exclusive}, true
 	}
-	if group := pod.Labels[v1alpha1.LabelPodGroup]; group != "" {
+	if group, _, ok := schedv1alpha1.GroupOf(pod); ok {
 		return JobOnNode{Key: PodGroupKey(pod.Namespace, group), Exclusive: exclusive}, true
 	}
 	return JobOnNode{}, false

@@ -1,12 +1,20 @@
 package nrt
 
 import (
+	"errors"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/k8stopologyawareschedwg/podfingerprint"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // The expected values were derived outside Go, with Debian's python3-xxhash (the C xxHash
-// library), following the steps in PodsFingerprint's comment:
+// library), following the podfingerprint algorithm (version v001):
 //
 //	h(ns, name) = xxh64(name, seed=xxh64(ns).intdigest()).intdigest()
 //	"pfp0v001" + xxh64(b"".join(struct.pack("<Q", h) for h in sorted(hashes))).hexdigest()
@@ -60,5 +68,83 @@ func BenchmarkPodsFingerprint(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		PodsFingerprint(pods)
+	}
+}
+
+// pod returns a pod bound to node-a in phase, with one container per requests list, each
+// request also its limit unless burstable.
+func pod(name string, phase corev1.PodPhase, qos corev1.PodQOSClass, requests ...corev1.ResourceList) *corev1.Pod {
+	p := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "hpc", Name: name},
+		Spec:       corev1.PodSpec{NodeName: "node-a"},
+		Status:     corev1.PodStatus{Phase: phase, QOSClass: qos},
+	}
+	for i, r := range requests {
+		p.Spec.Containers = append(p.Spec.Containers, corev1.Container{Name: fmt.Sprintf("c%d", i), Resources: corev1.ResourceRequirements{Requests: r, Limits: r}})
+	}
+	return p
+}
+
+func res(kv ...string) corev1.ResourceList {
+	l := corev1.ResourceList{}
+	for i := 0; i < len(kv); i += 2 {
+		l[corev1.ResourceName(kv[i])] = resource.MustParse(kv[i+1])
+	}
+	return l
+}
+
+// The pods scheduler-plugins' cache counts under with-exclusive-resources (its
+// resourcerequests.AreExclusiveForPod over pods its dedicated informer keeps: bound, not Pending).
+func TestCountsInFingerprint(t *testing.T) {
+	G, B, BE := corev1.PodQOSGuaranteed, corev1.PodQOSBurstable, corev1.PodQOSBestEffort
+	running := corev1.PodRunning
+	for _, tt := range []struct {
+		pod  *corev1.Pod
+		want bool
+	}{
+		{pod("guaranteed-whole-cpus", running, G, res("cpu", "2", "memory", "1Gi")), true},
+		{pod("guaranteed-fractional-cpu", running, G, res("cpu", "500m", "memory", "1Gi")), true},
+		{pod("guaranteed-hugepages-only-cpu-fraction", running, G, res("cpu", "100m", "hugepages-2Mi", "4Mi")), true},
+		{pod("burstable-whole-cpus", running, B, res("cpu", "2")), false},
+		{pod("best-effort", running, BE, res()), false},
+		{pod("burstable-with-a-device", running, B, res("cpu", "1", "example.com/gpu", "1")), true},
+		{pod("device-in-second-container", running, B, res("cpu", "1"), res("vendor.io/nic", "1")), true},
+		{pod("kubernetes-io-domain-is-native", running, B, res("cpu", "1", "kubernetes.io/batch-cpu", "1")), false},
+		{pod("guaranteed-pending", corev1.PodPending, G, res("cpu", "2", "memory", "1Gi")), false},
+		{pod("guaranteed-succeeded", corev1.PodSucceeded, G, res("cpu", "2", "memory", "1Gi")), true},
+		{pod("guaranteed-failed", corev1.PodFailed, G, res("cpu", "2", "memory", "1Gi")), true},
+		{pod("no-qos-in-status-but-guaranteed", running, "", res("cpu", "2", "memory", "1Gi")), true},
+	} {
+		if got := CountsInFingerprint(tt.pod); got != tt.want {
+			t.Errorf("CountsInFingerprint(%s) = %v, want %v", tt.pod.Name, got, tt.want)
+		}
+	}
+	unbound := pod("unbound", running, G, res("cpu", "2", "memory", "1Gi"))
+	unbound.Spec.NodeName = ""
+	if CountsInFingerprint(unbound) {
+		t.Error("an unbound pod counts")
+	}
+	initOnly := pod("burstable-init-device", running, B, res("cpu", "1"))
+	initOnly.Spec.InitContainers = []corev1.Container{{Name: "init", Resources: corev1.ResourceRequirements{Requests: res("example.com/fpga", "1")}}}
+	if !CountsInFingerprint(initOnly) {
+		t.Error("a pod whose init container requests a device does not count")
+	}
+}
+
+// The fingerprint is the podfingerprint library's: its own verification accepts it for the same
+// set, in any order, and refuses it for another.
+func TestPodsFingerprintPassesTheLibrarysCheck(t *testing.T) {
+	pods := []PodName{{"hpc", "lammps-1"}, {"default", "mpi-worker-0"}, {"hpc", "db-0"}}
+	sign := PodsFingerprint(pods)
+	fp := podfingerprint.NewFingerprint(0)
+	for _, p := range slices.Backward(pods) {
+		_ = fp.Add(p.Namespace, p.Name)
+	}
+	if err := fp.Check(sign); err != nil {
+		t.Errorf("podfingerprint refuses %s for %v: %v", sign, pods, err)
+	}
+	_ = fp.Add("hpc", "late-arrival")
+	if err := fp.Check(sign); !errors.Is(err, podfingerprint.ErrSignatureMismatch) {
+		t.Errorf("podfingerprint's check of a different set: %v, want a mismatch", err)
 	}
 }

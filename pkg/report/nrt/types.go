@@ -3,8 +3,9 @@ package nrt
 import (
 	"fmt"
 
-	"k8s.io/apimachinery/pkg/api/resource"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"github.com/k8stopologyawareschedwg/noderesourcetopology-api/pkg/apis/topology/v1alpha2"
+	"github.com/k8stopologyawareschedwg/noderesourcetopology-api/pkg/apis/topology/v1alpha2/helper/attribute"
+	"github.com/k8stopologyawareschedwg/podfingerprint"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -28,9 +29,9 @@ const (
 	AttrTopologyManagerPolicy = "topologyManagerPolicy"
 	AttrTopologyManagerScope  = "topologyManagerScope"
 	// AttrPodsFingerprint is PodsFingerprint over the pods the object accounts for;
-	// AttrPodsFingerprintMethod says which pods those are.
-	AttrPodsFingerprint       = "nodeTopologyPodsFingerprint"
-	AttrPodsFingerprintMethod = "nodeTopologyPodsFingerprintMethod"
+	// AttrPodsFingerprintMethod says which pods those are (MethodWithExclusiveResources).
+	AttrPodsFingerprint       = podfingerprint.Attribute
+	AttrPodsFingerprintMethod = podfingerprint.AttributeMethod
 	// AttrGeneration is the agent's state generation the object shows; it grows with every change.
 	AttrGeneration = "finegrain.dev/generation"
 	// AttrSharedCPUs is the shared pool in kernel list format.
@@ -53,10 +54,9 @@ const (
 	// PolicySingleNUMANode and ScopeContainer: every pinned container gets CPUs of one NUMA node.
 	PolicySingleNUMANode = "single-numa-node"
 	ScopeContainer       = "container"
-	// LegacyPolicySingleNUMANodeContainer is the same in the deprecated topologyPolicies field.
-	LegacyPolicySingleNUMANodeContainer = "SingleNUMANodeContainerLevel"
-	// MethodWithExclusiveResources: the fingerprint covers the pods holding exclusive CPUs.
-	MethodWithExclusiveResources = "with-exclusive-resources"
+	// MethodWithExclusiveResources: the fingerprint covers the pods of the node that hold
+	// exclusive resources as scheduler-plugins counts them (HoldsExclusiveResources).
+	MethodWithExclusiveResources = podfingerprint.MethodWithExclusiveResources
 	// ZoneTypeNode is the type of a NUMA node's zone; ZonePrefix starts its name ("node-0").
 	ZoneTypeNode = "Node"
 	ZonePrefix   = "node-"
@@ -68,71 +68,40 @@ const (
 // ZoneName returns the name of NUMA node id's zone.
 func ZoneName(id int) string { return fmt.Sprintf("%s%d", ZonePrefix, id) }
 
-// NodeResourceTopology is one node's object.
-type NodeResourceTopology struct {
-	metav1.TypeMeta   `json:",inline"`
-	metav1.ObjectMeta `json:"metadata,omitempty"`
-	// TopologyPolicies is deprecated upstream; older readers still look at it.
-	TopologyPolicies []string    `json:"topologyPolicies,omitempty"`
-	Zones            []Zone      `json:"zones"`
-	Attributes       []Attribute `json:"attributes,omitempty"`
+// The object's wire types are the NodeResourceTopology API's own Go types
+// (github.com/k8stopologyawareschedwg/noderesourcetopology-api, v1alpha2), the ones
+// scheduler-plugins and node-feature-discovery decode into, so what finegrain writes is by
+// construction what they read.
+type (
+	// NodeResourceTopology is one node's object. finegrain leaves its deprecated TopologyPolicies
+	// empty: readers take the policy from the AttrTopologyManagerPolicy and
+	// AttrTopologyManagerScope attributes.
+	NodeResourceTopology = v1alpha2.NodeResourceTopology
+	// Zone is one part of the node: for finegrain, a NUMA node.
+	Zone = v1alpha2.Zone
+	// Cost is the distance from a zone to the zone named Name.
+	Cost = v1alpha2.CostInfo
+	// Attribute is a named string.
+	Attribute = v1alpha2.AttributeInfo
+	// ResourceInfo is one resource's amounts in a zone.
+	ResourceInfo = v1alpha2.ResourceInfo
+)
+
+// AttributeValue returns the value of the named attribute of attrs (an object's or a zone's
+// Attributes), the first one when the list names it more than once.
+func AttributeValue(attrs []Attribute, name string) (string, bool) {
+	a, ok := attribute.Get(attrs, name)
+	return a.Value, ok
 }
 
-// Zone is one part of the node: for finegrain, a NUMA node.
-type Zone struct {
-	Name       string         `json:"name"`
-	Type       string         `json:"type"`
-	Parent     string         `json:"parent,omitempty"`
-	Costs      []Cost         `json:"costs,omitempty"`
-	Attributes []Attribute    `json:"attributes,omitempty"`
-	Resources  []ResourceInfo `json:"resources,omitempty"`
-}
-
-// Cost is the distance from a zone to the zone named Name.
-type Cost struct {
-	Name  string `json:"name"`
-	Value int64  `json:"value"`
-}
-
-// Attribute is a named string.
-type Attribute struct {
-	Name  string `json:"name"`
-	Value string `json:"value"`
-}
-
-// ResourceInfo is one resource's amounts in a zone.
-type ResourceInfo struct {
-	Name        string            `json:"name"`
-	Capacity    resource.Quantity `json:"capacity"`
-	Allocatable resource.Quantity `json:"allocatable"`
-	Available   resource.Quantity `json:"available"`
-}
-
-// Attribute returns the value of the named attribute of the object.
-func (o *NodeResourceTopology) Attribute(name string) (string, bool) {
-	return lookup(o.Attributes, name)
-}
-
-// Attribute returns the value of the named attribute of the zone.
-func (z *Zone) Attribute(name string) (string, bool) { return lookup(z.Attributes, name) }
-
-// Resource returns the named resource of the zone.
-func (z *Zone) Resource(name string) (ResourceInfo, bool) {
+// ZoneResource returns the named resource of the zone.
+func ZoneResource(z *Zone, name string) (ResourceInfo, bool) {
 	for _, r := range z.Resources {
 		if r.Name == name {
 			return r, true
 		}
 	}
 	return ResourceInfo{}, false
-}
-
-func lookup(attrs []Attribute, name string) (string, bool) {
-	for _, a := range attrs {
-		if a.Name == name {
-			return a.Value, true
-		}
-	}
-	return "", false
 }
 
 // ToUnstructured converts the object for the dynamic client, with apiVersion and kind set and
