@@ -1,5 +1,7 @@
 package v1alpha1
 
+import "k8s.io/apimachinery/pkg/api/resource"
+
 // SetDefaults fills omitted fields of spec with their documented defaults; it is idempotent and
 // never overwrites a value the user gave (invalid values are left for Validate to report).
 func SetDefaults(spec *HPCJobSpec) {
@@ -14,6 +16,9 @@ func SetDefaults(spec *HPCJobSpec) {
 	}
 	if spec.Gang.TimeoutSeconds == 0 {
 		spec.Gang.TimeoutSeconds = DefaultTimeoutSeconds
+	}
+	if spec.TaskResources.Memory.IsZero() {
+		spec.TaskResources.Memory = *resource.NewQuantity(DefaultTaskMemoryBytes, resource.BinarySI)
 	}
 	if spec.MPIImplementation == "" {
 		spec.MPIImplementation = OpenMPI

@@ -50,4 +50,8 @@ const (
 	// DefaultSSHAuthMountPath is where the job's SSH files are mounted: root's ~/.ssh, so that
 	// plain ssh finds the identity and the client config.
 	DefaultSSHAuthMountPath = "/root/.ssh"
+	// DefaultTaskMemoryBytes (1 GiB) is taskResources.memory when the job gives none: a worker's
+	// memory request and limit are always set and equal, so with its CPU request and limit the
+	// worker pod is Guaranteed, the QoS class scheduler-plugins' NUMA filter checks and counts.
+	DefaultTaskMemoryBytes = 1 << 30
 )

@@ -126,7 +126,8 @@ type HPCJobSpec struct {
 type TaskResources struct {
 	// CPU per task, a whole number of CPUs (workers get exclusive cores).
 	CPU resource.Quantity `json:"cpu"`
-	// Memory per task; optional.
+	// Memory per task; DefaultTaskMemoryBytes (1Gi) when omitted or 0. A worker's memory request
+	// and limit are both this times its tasks, so workers are Guaranteed.
 	Memory resource.Quantity `json:"memory,omitempty"`
 }
 
