@@ -120,6 +120,7 @@ func newController(ctx context.Context, cfg *rest.Config, kube kubernetes.Interf
 		return nil, nil, fmt.Errorf("start recording events: %w", err)
 	}
 	recorder := broadcaster.NewRecorder(scheme.Scheme, opts.Controller.SchedulerName)
+	opts.Controller.Hooks = controller.NewAPIHooks(cfg, kube)
 	c, err := controller.New(kube, dyn, recorder, reg, log, opts.Controller)
 	if err != nil {
 		broadcaster.Shutdown()

@@ -34,6 +34,8 @@ const (
 	opExpand
 	// opLauncher creates a running job's launcher.
 	opLauncher
+	// opRescale runs the rescale protocol of a job with a rescale hook (rescale).
+	opRescale
 )
 
 // target is one pod to bind.
@@ -70,6 +72,10 @@ type bindOp struct {
 	configMap *corev1.ConfigMap
 	service   *corev1.Service
 	targets   []*target
+
+	// growth goes on with the rescale protocol once an elastic job's new workers are bound;
+	// rescale is an opRescale's protocol run.
+	growth, rescale *rescale
 
 	setupErr error
 	started  time.Time
@@ -116,6 +122,10 @@ func (c *Controller) release() { <-c.apiSlots }
 // execute makes the API calls of one operation: the SSH Secret, the hostfile ConfigMap and the
 // Service first, then every pod in parallel (create or annotate, then bind).
 func (c *Controller) execute(ctx context.Context, op *bindOp) {
+	if op.kind == opRescale {
+		c.runRescale(ctx, op.rescale)
+		return
+	}
 	if op.sshSecret {
 		if err := c.ensureSSHSecret(ctx, op.job); err != nil {
 			op.setupErr = err

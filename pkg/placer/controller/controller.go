@@ -13,6 +13,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -75,6 +76,8 @@ type Options struct {
 	ImagePullGrace time.Duration
 	// ShrinkScope says whose elastic jobs a waiting gang of strictly higher priority may shrink.
 	ShrinkScope priority.Scope
+	// Hooks calls the rescale hooks of elastic jobs (NewAPIHooks); New refuses nil.
+	Hooks Hooks
 }
 
 // DefaultOptions are the flags' defaults.
@@ -157,8 +160,10 @@ type Controller struct {
 	deprecated map[string]map[string]types.UID
 	// admissions are the dry runs of jobs' pods by job UID (podsAdmitted).
 	admissions map[types.UID]admission
-	apiSlots   chan struct{}
-	binds      sync.WaitGroup
+	// shrinks are the shrinks made for waiting gangs, by the victim's rescale key (waitsForShrink).
+	shrinks  map[string]shrinkFor
+	apiSlots chan struct{}
+	binds    sync.WaitGroup
 }
 
 // gangIndex indexes pods the placer schedules by their gang key.
@@ -167,6 +172,9 @@ const gangIndex = "finegrain.dev/gang"
 // New wires a controller to its clients. reg receives the metrics. It makes the controller's
 // state, then its informers (watchInformers).
 func New(kube kubernetes.Interface, dyn dynamic.Interface, recorder events.EventRecorder, reg prometheus.Registerer, log *slog.Logger, opts Options) (*Controller, error) {
+	if opts.Hooks == nil {
+		return nil, errors.New("placer controller: Options.Hooks is nil; give it NewAPIHooks")
+	}
 	c := &Controller{
 		opts: opts, log: log, kube: kube, dyn: dyn, recorder: recorder, metrics: NewMetrics(reg),
 		dirtyJobs:  map[string]bool{},
@@ -190,6 +198,7 @@ func New(kube kubernetes.Interface, dyn dynamic.Interface, recorder events.Event
 		launcherFailed: map[string]time.Time{},
 		admissions:     map[types.UID]admission{},
 		deprecated:     map[string]map[string]types.UID{},
+		shrinks:        map[string]shrinkFor{},
 		apiSlots:       make(chan struct{}, max(opts.Parallelism, 1)),
 	}
 	if err := c.watchInformers(); err != nil {

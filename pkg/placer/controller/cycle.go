@@ -24,6 +24,8 @@ func (c *Controller) scheduleOne(ctx context.Context) bool {
 		return false
 	}
 	switch {
+	case e.Kind == queue.Gang && c.waitsForShrink(e.Key):
+		c.queue.Failed(e.Key, now)
 	case strings.HasPrefix(e.Key, expandPrefix):
 		c.attemptExpand(ctx, e, now)
 	case strings.HasPrefix(e.Key, launcherPrefix):
@@ -114,6 +116,10 @@ func (c *Controller) gangFailed(ctx context.Context, e *queue.Entry, u *unstruct
 // finish handles a binding that has ended.
 func (c *Controller) finish(ctx context.Context, op *bindOp) {
 	delete(c.inflight, op.key)
+	if op.kind == opRescale {
+		c.finishRescale(ctx, op)
+		return
+	}
 	if op.job != nil {
 		// The binding's workers are no longer vouched for as under way; those it bound are in
 		// the status it writes below.
@@ -153,8 +159,11 @@ func (c *Controller) finish(ctx context.Context, op *bindOp) {
 			"nodes", op.status.Nodes, "took", now.Sub(op.started).Round(time.Millisecond).String())
 	case opExpand:
 		c.writeStatus(ctx, op.jobObj, op.status)
-		c.event(op.jobObj, false, ReasonRescaled, "%s", conditionMessage(op.status, ConditionScheduled))
-		c.metrics.Rescales.WithLabelValues("expand").Inc()
+		if op.growth != nil {
+			c.startGrowth(ctx, op, now)
+		} else {
+			c.event(op.jobObj, false, ReasonRescaled, "%s", conditionMessage(op.status, ConditionScheduled))
+		}
 	case opLauncher:
 		st := c.statusOf(op.job.Namespace+"/"+op.job.Name, op.job)
 		if st.Phase == v1alpha1.PhaseRunning {

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/finegrain-dev/finegrain/pkg/apis/finegrain/v1alpha1"
+	"github.com/finegrain-dev/finegrain/pkg/placer/elastic"
 	"github.com/finegrain-dev/finegrain/pkg/placer/hpcjob"
 	"github.com/finegrain-dev/finegrain/pkg/placer/plan"
 	"github.com/finegrain-dev/finegrain/pkg/placer/priority"
@@ -52,26 +54,6 @@ func (c *Controller) liveWorkers(job *v1alpha1.HPCJob, now time.Time) (live []*c
 	return live, deleting
 }
 
-// rescaleDue reports whether an elastic job's minimum gap since its last rescale has passed.
-func rescaleDue(job *v1alpha1.HPCJob, st *v1alpha1.HPCJobStatus, now time.Time) bool {
-	last := st.LastRescaleTime
-	if last == nil {
-		last = st.StartTime
-	}
-	return last == nil || !now.Before(last.Add(time.Duration(job.Spec.Elastic.RescaleGapSeconds)*time.Second))
-}
-
-// higherWaiting reports whether a gang of at least this priority waits in the queue: an
-// elastic job never grows into room such a gang needs.
-func (c *Controller) higherWaiting(prio int32) bool {
-	for _, k := range c.queue.Keys() {
-		if e, _ := c.queue.Get(k); e.Kind == queue.Gang && e.Priority >= prio {
-			return true
-		}
-	}
-	return false
-}
-
 // runningJob returns a job, decoded, and its status when it is running.
 func (c *Controller) runningJob(ns, name string) (*unstructured.Unstructured, *v1alpha1.HPCJob, *v1alpha1.HPCJobStatus, bool) {
 	u, ok := c.jobObject(ns, name)
@@ -87,12 +69,14 @@ func (c *Controller) runningJob(ns, name string) (*unstructured.Unstructured, *v
 }
 
 // attemptExpand places the workers a running job still lacks (a gang started with
-// minAvailable) or, for an elastic job, as many new workers as fit up to maxReplicas:
-//  1. a job no longer running leaves the queue; one with workers still being deleted, or an
-//     elastic one whose rescale is not due or that a higher-priority gang waits for, backs off;
+// minAvailable) or, for an elastic job with a rescale hook, as many new workers as fit up to
+// maxReplicas (completeJob's growth):
+//  1. a job no longer running leaves the queue; one with workers still being deleted or a rescale
+//     under way backs off, and so does an elastic one that may not grow now (mayGrow);
 //  2. the live workers make the gang's base (expansionOf);
 //  3. the waiting workers are placed, or the most new elastic workers that fit (grow);
-//  4. new workers on their node's network get their sshd ports, and the expansion is committed.
+//  4. new workers on their node's network get their sshd ports, and the expansion is committed:
+//     an elastic growth then goes on with the rescale protocol (startGrowth).
 func (c *Controller) attemptExpand(ctx context.Context, e *queue.Entry, now time.Time) {
 	ns, name := splitKey(strings.TrimPrefix(e.Key, expandPrefix+"HPCJob "))
 	u, job, st, ok := c.runningJob(ns, name)
@@ -101,13 +85,20 @@ func (c *Controller) attemptExpand(ctx context.Context, e *queue.Entry, now time
 		return
 	}
 	workers, deleting := c.liveWorkers(job, now)
-	el := job.Spec.Elastic
-	if deleting > 0 || (el != nil && (!rescaleDue(job, st, now) || c.higherWaiting(e.Priority))) {
+	if deleting > 0 || c.inflight[rescaleKey(ns, name)] != nil {
 		c.queue.Failed(e.Key, now)
 		return
 	}
 	x := expansionOf(job, workers)
 	snap := c.snapshot(now)
+	var launcher *corev1.Pod
+	if x.waiting == 0 && job.Spec.Elastic != nil {
+		launcher = c.rescalableLauncher(job, now)
+		if launcher == nil || !c.mayGrow(job, st, e, snap, now) {
+			c.queue.Failed(e.Key, now)
+			return
+		}
+	}
 	g, fresh, res, err := c.grow(snap, job, x)
 	if err == nil && res != nil {
 		fresh, err = c.withSSHPorts(job, snap, g, res, fresh)
@@ -124,7 +115,74 @@ func (c *Controller) attemptExpand(ctx context.Context, e *queue.Entry, now time
 		c.blocked(u, e, err, now)
 		return
 	}
-	c.commitExpand(ctx, snap, e, u, job, st, g, res, workers, fresh, now)
+	c.commitExpand(ctx, snap, e, u, job, st, g, res, workers, fresh, launcher, now)
+}
+
+// elasticJob is a running HPCJob as the elastic policy sees it; rescalable says whether it can
+// be told of a new size now (a hook, a launcher to call it in, no rescale under way).
+func elasticJob(u *unstructured.Unstructured, job *v1alpha1.HPCJob, st *v1alpha1.HPCJobStatus, prio int32, workers int, rescalable bool) elastic.Job {
+	last := st.LastRescaleTime
+	if last == nil {
+		last = st.StartTime
+	}
+	j := elastic.Job{Key: snapshot.HPCJobKey(job.Namespace, job.Name), Priority: prio, Submitted: u.GetCreationTimestamp().Time,
+		Min: int(job.Spec.Elastic.MinReplicas), Max: int(job.Spec.Elastic.MaxReplicas), Workers: workers, Rescalable: rescalable,
+		Gap: time.Duration(job.Spec.Elastic.RescaleGapSeconds) * time.Second}
+	if last != nil {
+		j.LastRescale = last.Time
+	}
+	return j
+}
+
+// rescalableLauncher returns the launcher a running job's rescale hook is called in: nil when the
+// job has no hook, or its launcher is not running with an address yet.
+func (c *Controller) rescalableLauncher(job *v1alpha1.HPCJob, now time.Time) *corev1.Pod {
+	if job.Spec.Elastic == nil || job.Spec.Elastic.RescaleHook == nil || c.inflight[rescaleKey(job.Namespace, job.Name)] != nil {
+		return nil
+	}
+	for _, p := range c.jobPods(job.Namespace, job.Name, job.UID, now) {
+		if p.Labels[v1alpha1.LabelRole] == v1alpha1.RoleLauncher && p.DeletionTimestamp == nil &&
+			p.Status.Phase == corev1.PodRunning && p.Status.PodIP != "" {
+			return p
+		}
+	}
+	return nil
+}
+
+// mayGrow is completeJob's rule for a running elastic job: out of its rescale gap, and no gang
+// waiting that comes before it (higher priority, or equal and submitted earlier) and could start
+// now — a waiting gang that does not fit, however high its priority, does not hold it back.
+func (c *Controller) mayGrow(job *v1alpha1.HPCJob, st *v1alpha1.HPCJobStatus, e *queue.Entry, snap *snapshot.Snapshot, now time.Time) bool {
+	u, _ := c.jobObject(job.Namespace, job.Name)
+	j := elasticJob(u, job, st, e.Priority, int(st.Workers), true)
+	var waiting []elastic.Job
+	for _, k := range c.queue.Keys() {
+		if w, _ := c.queue.Get(k); w.Kind == queue.Gang {
+			waiting = append(waiting, elastic.Job{Key: w.Key, Priority: w.Priority, Submitted: w.Created})
+		}
+	}
+	return elastic.MayGrow(j, waiting, now, func(w elastic.Job) bool { return c.startsNow(w.Key, snap) })
+}
+
+// startsNow reports whether a waiting gang would start now: an HPCJob that fits the snapshot
+// (an elastic one at its minimum), a gang of plain pods whose last attempt found room (it fails
+// otherwise, and is retried as room appears).
+func (c *Controller) startsNow(key string, snap *snapshot.Snapshot) bool {
+	rest, ok := strings.CutPrefix(key, "HPCJob ")
+	if !ok {
+		return c.lastReason[key] == ""
+	}
+	ns, name := splitKey(rest)
+	u, ok := c.jobObject(ns, name)
+	if !ok {
+		return false
+	}
+	job, err := decodeJob(u)
+	if err != nil {
+		return false
+	}
+	_, err = hpcjob.PlanJob(snap, job, c.opts.SchedulerName)
+	return err == nil
 }
 
 // expansion is a running job's gang of live workers, to which new workers are added.
@@ -225,8 +283,12 @@ func (c *Controller) withSSHPorts(job *v1alpha1.HPCJob, s *snapshot.Snapshot, g 
 	return out, nil
 }
 
+// commitExpand binds an expansion. Placing waiting workers completes the job's gang; an elastic
+// growth (fresh workers, launcher the job's running launcher) only binds the new workers and
+// records them in the status — the worker count, the hostfile and the hook follow once they are
+// Ready (startGrowth, when the binding finishes).
 func (c *Controller) commitExpand(ctx context.Context, snap *snapshot.Snapshot, e *queue.Entry, u *unstructured.Unstructured,
-	job *v1alpha1.HPCJob, st *v1alpha1.HPCJobStatus, g *plan.Gang, res *plan.Result, workers, fresh []*corev1.Pod, now time.Time) {
+	job *v1alpha1.HPCJob, st *v1alpha1.HPCJobStatus, g *plan.Gang, res *plan.Result, workers, fresh []*corev1.Pod, launcher *corev1.Pod, now time.Time) {
 	op := &bindOp{key: e.Key, kind: opExpand, entry: *e, job: job, jobObj: u, started: now}
 	byName := map[string]*corev1.Pod{}
 	for _, p := range workers {
@@ -249,23 +311,16 @@ func (c *Controller) commitExpand(ctx context.Context, snap *snapshot.Snapshot, 
 		st.Placements = append(st.Placements, v1alpha1.WorkerPlacement{Worker: m.Name, Tasks: int32(annotationInt(pod, v1alpha1.AnnotationTasks)),
 			Group: int32(m.Group), Node: pl.Node, NUMANode: int32(pl.NUMA)})
 	}
-	before := len(workers)
-	if len(fresh) > 0 {
-		all := append(slices.Clone(workers), fresh...)
-		var ws []hpcjob.Worker
-		for _, p := range all {
-			ws = append(ws, hpcjob.WorkerOf(job, p))
-		}
-		op.configMap = hpcjob.HostfileConfigMap(job, ws)
-		st.Workers = int32(len(all))
-		st.LastRescaleTime = &metav1.Time{Time: now}
-	}
 	st.Nodes = int32(distinctNodes(st.Placements))
-	msg := fmt.Sprintf("placed %d more workers: %d of %d workers bound", len(res.Placements), len(st.Placements), st.Workers)
 	if len(fresh) > 0 {
-		msg = fmt.Sprintf("expanded from %d to %d workers", before, st.Workers)
+		op.growth = newRescale(job, u, launcher, v1alpha1.RescaleExpand, workers, append(slices.Clone(workers), fresh...))
+		op.growth.fresh = fresh
+		setCondition(st, ConditionRescaling, metav1.ConditionTrue, ReasonRescaling,
+			fmt.Sprintf("growing from %d to %d workers: binding the new workers", len(workers), len(workers)+len(fresh)))
+	} else {
+		setCondition(st, ConditionScheduled, metav1.ConditionTrue, ReasonRescaled,
+			fmt.Sprintf("placed %d more workers: %d of %d workers bound", len(res.Placements), len(st.Placements), st.Workers))
 	}
-	setCondition(st, ConditionScheduled, metav1.ConditionTrue, ReasonRescaled, msg)
 	op.status = st
 	c.commit(ctx, snap, op)
 }
@@ -281,31 +336,36 @@ func distinctNodes(ps []v1alpha1.WorkerPlacement) int {
 // shrinkSuffix keys, in lastReason, why a gang shrinks no other job.
 const shrinkSuffix = " (shrink)"
 
-// victim is a running elastic job that may give up workers.
+// victim is a running elastic job the shrink scope lets a gang shrink.
 type victim struct {
-	u         *unstructured.Unstructured
-	job       *v1alpha1.HPCJob
-	st        *v1alpha1.HPCJobStatus
-	removable []*corev1.Pod // highest index first
-	workers   []*corev1.Pod
-	priority  int32
+	u        *unstructured.Unstructured
+	job      *v1alpha1.HPCJob
+	launcher *corev1.Pod
+	// workers are its live workers by index; policy is the job as the elastic policy sees it.
+	workers []*corev1.Pod
+	policy  elastic.Job
 }
 
-// tryShrink frees room for a gang that does not fit by shrinking running elastic jobs the shrink
-// scope lets it shrink — of strictly lower priority, in its namespace under ScopeNamespace —
-// lowest priority first, then the most recently started, never below their minReplicas nor
-// sooner than their rescale gap, and only by as many workers as the gang needs: replan answers
-// whether the gang fits once a set of pods is gone. An HPCJob must first show that the API server
-// admits its pods (podsAdmitted): the priority it claims is then one its namespace may use.
-// u is the HPCJob of the gang, nil for plain pods (their pods passed admission already).
+// tryShrink is the elastic scheduler's newJob for a gang that does not fit: when shrinking the
+// running elastic jobs it may shrink (the shrink scope's, with a rescale hook) can free what the
+// gang needs at its minimum, they are shrunk — lowest priority first, never below their
+// minReplicas nor inside their rescale gap, their highest-numbered workers first — until the gang
+// fits at its maximum (an elastic HPCJob's maxReplicas; any other gang has one size), each
+// through the rescale protocol (startShrink). The gang starts on its own next attempt, once the
+// workers are gone. An HPCJob must first show that the API server admits its pods (podsAdmitted):
+// the priority it claims is then one its namespace may use. replan answers whether a gang of one
+// size fits a snapshot; u is the HPCJob of the gang, nil for plain pods (their pods passed
+// admission already).
 func (c *Controller) tryShrink(ctx context.Context, e *queue.Entry, u *unstructured.Unstructured, replan func(*snapshot.Snapshot) error, now time.Time) {
 	if replan == nil || e.Kind != queue.Gang {
 		return
 	}
-	victims := c.victims(e, now)
-	if len(victims) == 0 {
+	candidates := c.victims(e, now)
+	if len(candidates) == 0 {
 		return
 	}
+	gang := elastic.Job{Key: e.Key, Priority: e.Priority, Submitted: e.Created, Min: 1, Max: 1}
+	fitAt := func(s *snapshot.Snapshot, _ int) error { return replan(s) }
 	if u != nil {
 		job, err := decodeJob(u)
 		if err == nil {
@@ -319,7 +379,20 @@ func (c *Controller) tryShrink(ctx context.Context, e *queue.Entry, u *unstructu
 			}
 			return
 		}
+		if el := job.Spec.Elastic; el != nil {
+			gang.Min, gang.Max = int(el.MinReplicas), int(el.MaxReplicas)
+			fitAt = func(s *snapshot.Snapshot, k int) error {
+				_, err := hpcjob.PlanElasticAt(s, job, k, c.opts.SchedulerName)
+				return err
+			}
+		}
 	}
+	byKey := map[string]*victim{}
+	running := make([]elastic.Job, len(candidates))
+	for i, v := range candidates {
+		byKey[v.policy.Key], running[i] = v, v.policy
+	}
+	victims := elastic.Victims(gang, running, now)
 	pods, _ := c.pods.List(labels.Everything())
 	gone := map[string]bool{}
 	for _, p := range pods {
@@ -327,41 +400,28 @@ func (c *Controller) tryShrink(ctx context.Context, e *queue.Entry, u *unstructu
 			gone[podKey(p)] = true
 		}
 	}
-	fits := func(extra []*corev1.Pod) bool {
-		g := make(map[string]bool, len(gone)+len(extra))
-		for k := range gone {
-			g[k] = true
+	start := elastic.NewJob(gang, victims, func(k int, take []int) bool {
+		g := maps.Clone(gone)
+		for i, n := range take {
+			for _, p := range byKey[victims[i].Key].leaving(n) {
+				g[podKey(p)] = true
+			}
 		}
-		for _, p := range extra {
-			g[podKey(p)] = true
-		}
-		return replan(c.snapshotWithout(now, g)) == nil
-	}
-	var removal []*corev1.Pod
-	for _, v := range victims {
-		removal = append(removal, v.removable...)
-	}
-	if fits(nil) || !fits(removal) {
+		return fitAt(c.snapshotWithout(now, g), k) == nil
+	})
+	if start.Workers == 0 {
 		return
 	}
-	lo, hi := 1, len(removal)
-	for lo < hi {
-		mid := lo + (hi-lo)/2
-		if fits(removal[:mid]) {
-			hi = mid
-		} else {
-			lo = mid + 1
-		}
-	}
-	chosen := map[string]bool{}
-	for _, p := range removal[:lo] {
-		chosen[podKey(p)] = true
-	}
-	for _, v := range victims {
-		c.shrink(ctx, v, chosen, e, now)
+	for _, sh := range start.Shrinks {
+		c.startShrink(ctx, byKey[sh.Key], sh.To, e, now)
 	}
 }
 
+// leaving returns the n workers a victim gives up: its highest-numbered.
+func (v *victim) leaving(n int) []*corev1.Pod { return v.workers[len(v.workers)-n:] }
+
+// victims returns the running elastic jobs the shrink scope lets gang e shrink, with what the
+// elastic policy needs to know of them; Victims chooses among them.
 func (c *Controller) victims(e *queue.Entry, now time.Time) []*victim {
 	objs, _ := c.jobs.List(labels.Everything())
 	var out []*victim
@@ -371,7 +431,7 @@ func (c *Controller) victims(e *queue.Entry, now time.Time) []*victim {
 			continue
 		}
 		// Cheap filters first: most jobs are not elastic.
-		if _, elastic, _ := unstructured.NestedMap(u.Object, "spec", "elastic"); !elastic {
+		if _, isElastic, _ := unstructured.NestedMap(u.Object, "spec", "elastic"); !isElastic {
 			continue
 		}
 		job, err := decodeJob(u)
@@ -383,67 +443,60 @@ func (c *Controller) victims(e *queue.Entry, now time.Time) []*victim {
 			continue
 		}
 		st := c.statusOf(u.GetNamespace()+"/"+u.GetName(), job)
-		if st.Phase != v1alpha1.PhaseRunning || !rescaleDue(job, st, now) {
+		if st.Phase != v1alpha1.PhaseRunning || c.inflight[expandPrefix+snapshot.HPCJobKey(job.Namespace, job.Name)] != nil {
 			continue
 		}
 		workers, deleting := c.liveWorkers(job, now)
-		extra := len(workers) - int(job.Spec.Elastic.MinReplicas)
-		if deleting > 0 || extra <= 0 {
-			continue
-		}
-		v := &victim{u: u, job: job, st: st, workers: workers, priority: prio}
-		for i := len(workers) - 1; i >= len(workers)-extra; i-- {
-			v.removable = append(v.removable, workers[i])
-		}
+		launcher := c.rescalableLauncher(job, now)
+		v := &victim{u: u, job: job, launcher: launcher, workers: workers,
+			policy: elasticJob(u, job, st, prio, len(workers), launcher != nil && deleting == 0 && len(workers) == int(st.Workers))}
 		out = append(out, v)
 	}
-	slices.SortFunc(out, func(a, b *victim) int {
-		return cmp.Or(cmp.Compare(a.priority, b.priority), b.st.StartTime.Compare(a.st.StartTime.Time),
-			cmp.Compare(a.u.GetNamespace()+"/"+a.u.GetName(), b.u.GetNamespace()+"/"+b.u.GetName()))
-	})
 	return out
 }
 
-// shrink removes a victim's chosen workers, rewrites its hostfile and reports the rescale.
-func (c *Controller) shrink(ctx context.Context, v *victim, chosen map[string]bool, beneficiary *queue.Entry, now time.Time) {
-	var drop, keep []*corev1.Pod
-	for _, p := range v.workers {
-		if chosen[podKey(p)] {
-			drop = append(drop, p)
-		} else {
-			keep = append(keep, p)
+// shrinkFor is a shrink made for a waiting gang: the gang waits until its rescale ended and the
+// workers that leave are gone, so that it starts with all the room newJob freed for it.
+type shrinkFor struct {
+	gang    string
+	leaving []*corev1.Pod
+}
+
+// waitsForShrink reports whether a gang waits for a shrink made for it; it forgets the shrinks
+// that are done (also those made for gangs gone since).
+func (c *Controller) waitsForShrink(gang string) bool {
+	waits := false
+	for k, s := range c.shrinks {
+		going := c.inflight[k] != nil
+		for _, p := range s.leaving {
+			if cur, err := c.pods.Pods(p.Namespace).Get(p.Name); err == nil && cur.UID == p.UID {
+				going = true
+			}
+		}
+		switch {
+		case !going:
+			delete(c.shrinks, k)
+		case s.gang == gang:
+			waits = true
 		}
 	}
-	if len(drop) == 0 {
-		return
-	}
-	job, st := v.job, v.st
-	var ws []hpcjob.Worker
-	for _, p := range keep {
-		ws = append(ws, hpcjob.WorkerOf(job, p))
-	}
-	cm := hpcjob.HostfileConfigMap(job, ws)
-	c.binds.Add(1)
-	go func() {
-		defer c.binds.Done()
-		if err := c.applyConfigMap(ctx, job, cm); err != nil {
-			c.log.Warn("rewrite hostfile after shrink failed", "job", job.Namespace+"/"+job.Name, "err", err)
-		}
-	}()
-	c.deletePods(ctx, job, drop, nil)
-	dropped := map[string]bool{}
-	for _, p := range drop {
-		dropped[p.Name] = true
-	}
-	st.Placements = slices.DeleteFunc(st.Placements, func(p v1alpha1.WorkerPlacement) bool { return dropped[p.Worker] })
-	before := st.Workers
-	st.Workers = int32(len(keep))
-	st.Nodes = int32(distinctNodes(st.Placements))
-	st.LastRescaleTime = &metav1.Time{Time: now}
-	msg := fmt.Sprintf("shrunk from %d to %d workers so that %s (priority %d) fits", before, st.Workers, beneficiary.Key, beneficiary.Priority)
-	setCondition(st, ConditionScheduled, metav1.ConditionTrue, ReasonRescaled, msg)
+	return waits
+}
+
+// startShrink starts the rescale protocol that shrinks a victim to to workers for gang
+// beneficiary: the new hostfile is published, the hook called, and the leaving workers deleted
+// once it acknowledged (finishRescale).
+func (c *Controller) startShrink(ctx context.Context, v *victim, to int, beneficiary *queue.Entry, now time.Time) {
+	job := v.job
+	r := newRescale(job, v.u, v.launcher, v1alpha1.RescaleShrink, v.workers, v.workers[:to])
+	r.leaving = v.leaving(len(v.workers) - to)
+	r.beneficiary = fmt.Sprintf("%s (priority %d)", beneficiary.Key, beneficiary.Priority)
+	st := c.statusOf(job.Namespace+"/"+job.Name, job)
+	setCondition(st, ConditionRescaling, metav1.ConditionTrue, ReasonRescaling,
+		fmt.Sprintf("shrinking from %d to %d workers so that %s fits", len(v.workers), to, r.beneficiary))
 	c.writeStatus(ctx, v.u, st)
-	c.event(v.u, false, ReasonRescaled, "%s", msg)
-	c.metrics.Rescales.WithLabelValues("shrink").Inc()
-	c.log.Info("elastic job shrunk", "job", job.Namespace+"/"+job.Name, "from", before, "to", st.Workers, "for", beneficiary.Key)
+	c.event(v.u, false, ReasonRescaling, "%s", conditionMessage(st, ConditionRescaling))
+	key := rescaleKey(job.Namespace, job.Name)
+	c.shrinks[key] = shrinkFor{gang: beneficiary.Key, leaving: r.leaving}
+	c.startRescale(ctx, r, now)
 }

@@ -97,6 +97,7 @@ func testOptions() Options {
 	o.SnapshotTTL = 0
 	o.GangTimeout = time.Minute
 	o.LauncherFailureGrace = 100 * time.Millisecond
+	o.Hooks = &fakeHooks{}
 	return o
 }
 

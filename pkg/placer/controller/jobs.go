@@ -172,7 +172,8 @@ func (c *Controller) syncRunning(ctx context.Context, u *unstructured.Unstructur
 	for _, p := range c.jobPods(ns, name, job.UID, now) {
 		pods[p.Name] = p
 	}
-	if c.inflight[expandKey] == nil {
+	rkey := rescaleKey(ns, name)
+	if c.inflight[expandKey] == nil && c.inflight[rkey] == nil {
 		if f := c.workerFailure(job, st, pods, now); f != nil {
 			c.runFailed(ctx, u, job, st, *f)
 			return
@@ -181,11 +182,12 @@ func (c *Controller) syncRunning(ctx context.Context, u *unstructured.Unstructur
 	if c.syncLauncher(ctx, u, job, st, pods, now) {
 		return
 	}
-	if c.inflight[expandKey] != nil {
+	if c.inflight[expandKey] != nil || c.inflight[rkey] != nil {
 		return
 	}
+	// A job without a rescale hook keeps the size it started with.
 	grow := len(st.Placements) < int(st.Workers)
-	if e := job.Spec.Elastic; e != nil && st.Workers < e.MaxReplicas {
+	if e := job.Spec.Elastic; e != nil && e.RescaleHook != nil && st.Workers < e.MaxReplicas {
 		grow = true
 	}
 	if grow {

@@ -33,14 +33,15 @@ func inNamespace(ns string, u *unstructured.Unstructured) *unstructured.Unstruct
 	return u
 }
 
-// shrinkScene runs team-b's elastic job at its maximum of 4 workers on two nodes that then have
-// no room left for team-a's 8-task network job.
+// shrinkScene runs team-b's elastic job (with a rescale hook) at its maximum of 4 workers on two
+// nodes that then have no room left for team-a's 8-task network job.
 func shrinkScene(t *testing.T, opts Options, objs ...runtime.Object) *harness {
 	t.Helper()
-	h := newHarness(t, opts, append(append(cluster(2, 9), objs...), inNamespace("team-b", hpcJob("el", 32, elastic(1, 4))))...)
+	h := newHarness(t, opts, append(append(cluster(2, 9), objs...), inNamespace("team-b", hpcJob("el", 32, hooked(1, 4))))...)
 	h.eventually("team-b's elastic job at 4 workers", func() bool {
 		return h.phase("team-b", "el") == v1alpha1.PhaseRunning && h.job("team-b", "el").Status.Workers == 4
 	})
+	h.runLauncher("team-b", "el")
 	return h
 }
 

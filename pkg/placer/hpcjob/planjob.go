@@ -167,19 +167,7 @@ func splitNetwork(s *snapshot.Snapshot, job *v1alpha1.HPCJob, scheduler string, 
 // maxReplicas: workers 0 to k-1 as ElasticWorker describes them.
 func planElastic(s *snapshot.Snapshot, job *v1alpha1.HPCJob, scheduler string) (*JobPlan, error) {
 	e := job.Spec.Elastic
-	try := func(k int) (*JobPlan, error) {
-		groups, nodes := k, k
-		if job.Spec.Profile == v1alpha1.ProfileNetwork {
-			groups, nodes = 1, 1
-		}
-		workers := make([]Worker, k)
-		for i := range workers {
-			workers[i] = ElasticWorker(job, i)
-		}
-		jp := expansion(job, workers, groups, scheduler)
-		jp.Choice = Choice{Nodes: nodes, Workers: k, Groups: groups}
-		return jp, jp.place(s)
-	}
+	try := func(k int) (*JobPlan, error) { return PlanElasticAt(s, job, k, scheduler) }
 	lo, hi := int(e.MinReplicas), int(e.MaxReplicas)
 	best, err := try(lo)
 	if err != nil {
@@ -197,4 +185,20 @@ func planElastic(s *snapshot.Snapshot, job *v1alpha1.HPCJob, scheduler string) (
 		best.Note = fmt.Sprintf("elastic job started with %d of at most %d workers", lo, e.MaxReplicas)
 	}
 	return best, nil
+}
+
+// PlanElasticAt plans a validated elastic job started with exactly k workers (workers 0 to k-1
+// as ElasticWorker describes them); the plan is returned with the error when it does not fit.
+func PlanElasticAt(s *snapshot.Snapshot, job *v1alpha1.HPCJob, k int, scheduler string) (*JobPlan, error) {
+	groups, nodes := k, k
+	if job.Spec.Profile == v1alpha1.ProfileNetwork {
+		groups, nodes = 1, 1
+	}
+	workers := make([]Worker, k)
+	for i := range workers {
+		workers[i] = ElasticWorker(job, i)
+	}
+	jp := expansion(job, workers, groups, scheduler)
+	jp.Choice = Choice{Nodes: nodes, Workers: k, Groups: groups}
+	return jp, jp.place(s)
 }
