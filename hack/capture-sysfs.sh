@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Copies exactly the sysfs files finegrain's topology discovery reads (pkg/topology.Discover) from a
-# machine's /sys into a directory laid out like /sys, so the machine can become a test fixture or be
+# Copies exactly the sysfs files finegrain's topology discovery reads (pkg/topology.Discover and
+# ReadHardware: caches, NUMA memory, PCI devices) from a machine's /sys into a directory laid out
+# like /sys, so the machine can become a test fixture or be
 # sent with a bug report. Needs only bash and coreutils; reads, never writes, under the source.
 #
 # Usage: hack/capture-sysfs.sh [--from SYSFS_ROOT] DEST
@@ -82,6 +83,42 @@ for n in $online; do
     i=$((i + 1))
   done
 done
+
+# ReadHardware reads every cache instance once: a CPU's indexM unless a lower CPU's indexM listed
+# it in shared_cpu_list.
+declare -A covered
+for n in $online; do
+  i=0
+  while [ -d "$src/$cpu/cpu$n/cache/index$i" ]; do
+    if [ -z "${covered[$i:$n]:-}" ]; then
+      c=$cpu/cpu$n/cache/index$i
+      for f in level type shared_cpu_list; do copy "$c/$f"; done
+      copy_opt "$c/size"
+      for m in $(expand "$(cat "$src/$c/shared_cpu_list")"); do covered[$i:$m]=1; done
+    fi
+    i=$((i + 1))
+  done
+done
+
+# PCI devices: every class, and the rest of the network, GPU, accelerator and storage devices
+# (classes 0x02, 0x03, 0x12, 0x01) with their network interfaces' state.
+pci=bus/pci/devices
+if [ -d "$src/$pci" ]; then
+  for p in "$src/$pci"/*; do
+    [ -e "$p" ] || continue
+    a=$pci/${p##*/}
+    copy "$a/class"
+    case $(cat "$src/$a/class") in
+      0x01*|0x02*|0x03*|0x12*) ;;
+      *) continue ;;
+    esac
+    for f in vendor device numa_node; do copy "$a/$f"; done
+    for nd in "$src/$a/net" "$src/$a"/virtio*/net; do
+      [ -d "$nd" ] || continue
+      for i in "$nd"/*; do copy "${i#"$src/"}/operstate"; done
+    done
+  done
+fi
 
 node=devices/system/node
 if [ -d "$src/$node" ]; then

@@ -12,7 +12,10 @@ import (
 
 // topologyLong is the help text of `nodeagent topology`.
 const topologyLong = `Prints the machine as finegrain schedules onto it: sockets, NUMA nodes with their memory and
-distances, L3 groups, and cores with their hardware threads, plus offline and isolated CPUs.
+distances, L3 groups, and cores with their hardware threads, plus offline and isolated CPUs; then
+what lstopo and numactl -H show besides: every cache level (L1d, L1i, L2, L3), each NUMA node's
+size and free memory, the node distance matrix, and the network, GPU, accelerator and storage
+PCI devices by NUMA node with their network interfaces.
 DIR is a directory laid out like /sys (it contains devices/system/cpu): the host's /sys, or a tree
 captured with hack/capture-sysfs.sh. The JSON form is a public contract (docs/interfaces.md).`
 
@@ -27,7 +30,7 @@ func newTopologyCommand() *cobra.Command {
 	var opts topologyOptions
 	cmd := &cobra.Command{
 		Use:                   "topology [--sysfs-root DIR] [-o table|json]",
-		Short:                 "print the machine's sockets, NUMA nodes, L3 groups and cores (table or JSON)",
+		Short:                 "print the machine's sockets, NUMA nodes, caches, cores, memory and PCI devices (table or JSON)",
 		Long:                  topologyLong,
 		Args:                  cli.NoArgs,
 		DisableFlagsInUseLine: true,
@@ -48,7 +51,17 @@ func runTopology(opts topologyOptions, stdout io.Writer) error {
 		return fmt.Errorf("cannot read the machine under %s: %w\n"+
 			"(--sysfs-root must be a directory laid out like /sys; hack/capture-sysfs.sh makes one)", opts.sysfsRoot, err)
 	}
-	err = writeOutput(stdout, opts.output, topo.View(), func(w io.Writer) error { return topology.WriteTable(w, topo) })
+	hw, err := topology.ReadHardware(opts.sysfsRoot, topo)
+	if err != nil {
+		return fmt.Errorf("cannot read the caches, memory or PCI devices under %s: %w", opts.sysfsRoot, err)
+	}
+	view := topology.HostView{View: topo.View(), HardwareView: hw.View()}
+	err = writeOutput(stdout, opts.output, view, func(w io.Writer) error {
+		if err := topology.WriteTable(w, topo); err != nil {
+			return err
+		}
+		return topology.WriteHardwareTable(w, topo, hw)
+	})
 	if err != nil {
 		return fmt.Errorf("write the output: %w", err)
 	}

@@ -31,7 +31,8 @@ func nodeagent(args ...string) (code int, stdout, stderr string) {
 }
 
 // TestTopologyJSONOnEveryFixture runs the command on every fixture and checks that its JSON is the
-// topology Discover reads and that it decodes back into the same topology.
+// topology Discover reads beside the hardware ReadHardware reads, and that it decodes back into
+// the same topology.
 func TestTopologyJSONOnEveryFixture(t *testing.T) {
 	for _, root := range sysfsFixtures(t) {
 		t.Run(filepath.Base(filepath.Dir(root)), func(t *testing.T) {
@@ -43,23 +44,26 @@ func TestTopologyJSONOnEveryFixture(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var view topology.View
+			hw, err := topology.ReadHardware(root, want)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var view topology.HostView
 			if err := json.Unmarshal([]byte(out), &view); err != nil {
 				t.Fatalf("output is not the JSON view: %v\n%s", err, out)
 			}
-			if diff := cmp.Diff(want.View(), view); diff != "" {
+			if diff := cmp.Diff(want.View(), view.View); diff != "" {
 				t.Errorf("JSON differs from Discover (-discover +json):\n%s", diff)
+			}
+			if diff := cmp.Diff(hw.View(), view.HardwareView); diff != "" {
+				t.Errorf("JSON differs from ReadHardware (-read +json):\n%s", diff)
 			}
 			var back topology.Topology
 			if err := json.Unmarshal([]byte(out), &back); err != nil {
 				t.Fatalf("JSON does not decode into a topology: %v", err)
 			}
-			again, err := json.MarshalIndent(&back, "", "  ")
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got := string(again) + "\n"; got != out {
-				t.Errorf("JSON changed in a round trip:\n%s\nversus\n%s", out, got)
+			if diff := cmp.Diff(view.View, back.View()); diff != "" {
+				t.Errorf("the topology changed in a round trip (-json +decoded):\n%s", diff)
 			}
 		})
 	}
@@ -71,8 +75,10 @@ func TestTopologyTableOnEveryFixture(t *testing.T) {
 		if code != 0 {
 			t.Fatalf("%s: exit %d: %s", root, code, errOut)
 		}
-		if !strings.HasPrefix(out, "Machine: ") || !strings.Contains(out, "\nSocket 0: CPUs ") || !strings.Contains(out, "  NUMA node ") {
-			t.Errorf("%s: table lacks the machine, socket or NUMA node lines:\n%s", root, out)
+		if !strings.HasPrefix(out, "Machine: ") || !strings.Contains(out, "\nSocket 0: CPUs ") || !strings.Contains(out, "  NUMA node ") ||
+			!strings.Contains(out, "\nCaches:\n  L1d: ") || !strings.Contains(out, "\nNUMA memory:\n  node 0 size: ") ||
+			!strings.Contains(out, "\nnode distances:\n") || !strings.Contains(out, "\nPCI devices:") {
+			t.Errorf("%s: table lacks the machine, socket, NUMA node, cache, memory, distance or PCI lines:\n%s", root, out)
 		}
 	}
 }
@@ -90,6 +96,11 @@ func TestTopologyPaperNodeTable(t *testing.T) {
 		"    L3 group 0 (45.0 MiB): CPUs 0-17",
 		"      core 5 (core_id 8): CPUs 5",
 		"      core 35 (core_id 27): CPUs 35",
+		"  L1d: 32.0 KiB × 36 (1 CPU each)",
+		"  L3: 45.0 MiB × 2 (18 CPUs each)",
+		"  node 0 size: 62.8 GiB free: 61.5 GiB",
+		"node    0   1",
+		"   1:  21  10",
 	} {
 		if !strings.Contains(out, line+"\n") {
 			t.Errorf("table lacks %q:\n%s", line, out)
@@ -105,8 +116,8 @@ func TestTopologyLiveHost(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
-	var view topology.View
-	if err := json.Unmarshal([]byte(out), &view); err != nil || view.OnlineCPUs == "" || len(view.NUMANodes) == 0 {
+	var view topology.HostView
+	if err := json.Unmarshal([]byte(out), &view); err != nil || view.OnlineCPUs == "" || len(view.NUMANodes) == 0 || len(view.NUMAMemory) != len(view.NUMANodes) {
 		t.Fatalf("live JSON %q does not describe a machine (%v)", out, err)
 	}
 }

@@ -200,7 +200,7 @@ func checkFixture(t *testing.T, topo *Topology, w fixtureWant) {
 }
 
 // TestFixturesHoldExactlyTheFilesRead checks that every fixture — generated or captured — holds
-// the files Discover reads and nothing else, so a capture is complete and minimal.
+// the files Discover and ReadHardware read and nothing else, so a capture is complete and minimal.
 func TestFixturesHoldExactlyTheFilesRead(t *testing.T) {
 	for _, w := range fixtureWants {
 		root := fixtureRoot(w.name)
@@ -210,14 +210,19 @@ func TestFixturesHoldExactlyTheFilesRead(t *testing.T) {
 			rel, _ := filepath.Rel(root, path)
 			read = append(read, filepath.ToSlash(rel))
 		}
-		if _, err := discover(s); err != nil {
+		topo, err := discover(s)
+		if err != nil {
+			t.Fatalf("%s: %v", w.name, err)
+		}
+		if _, err := readHardware(s, topo); err != nil {
 			t.Fatalf("%s: %v", w.name, err)
 		}
 		have := treeNames(t, root)
 		slices.Sort(read)
+		read = slices.Compact(read) // node meminfo is read by both
 		slices.Sort(have)
 		if diff := cmp.Diff(have, read); diff != "" {
-			t.Errorf("%s: files in the fixture (-) versus files Discover read (+):\n%s", w.name, diff)
+			t.Errorf("%s: files in the fixture (-) versus files Discover and ReadHardware read (+):\n%s", w.name, diff)
 		}
 	}
 }

@@ -15,8 +15,9 @@ import (
 
 // The sysfs fixtures of machines we cannot capture here are generated from their documented
 // layouts (testdata/README.md gives the source of every fact) by writing the files the kernel
-// would show, restricted to the files Discover reads — what hack/capture-sysfs.sh copies from such
-// a machine. TestGeneratedFixturesAreCurrent keeps the committed trees equal to the generator;
+// would show, restricted to the files Discover and ReadHardware read — what hack/capture-sysfs.sh
+// copies from such a machine (no PCI devices: their documentation does not say which adapters a
+// node has). TestGeneratedFixturesAreCurrent keeps the committed trees equal to the generator;
 // regenerate them with
 //
 //	go test ./pkg/topology -run TestGeneratedFixturesAreCurrent -update-fixtures
@@ -175,10 +176,14 @@ func (m fixtureMachine) files() map[string]string {
 		}
 		return list(ids)
 	}
-	leader := map[int]int{} // L3 id -> lowest online CPU sharing it
+	leader := map[int]int{}     // L3 id -> lowest online CPU sharing it
+	coreLeader := map[int]int{} // L2 id -> lowest online CPU sharing it (the core's first thread)
 	for _, c := range m.cpus {
 		if l, ok := leader[c.l3ID]; !c.offline && (!ok || c.id < l) {
 			leader[c.l3ID] = c.id
+		}
+		if l, ok := coreLeader[c.l2ID]; !c.offline && (!ok || c.id < l) {
+			coreLeader[c.l2ID] = c.id
 		}
 	}
 	for _, c := range m.cpus {
@@ -192,8 +197,22 @@ func (m fixtureMachine) files() map[string]string {
 		f[d+"topology/thread_siblings_list"] = onlineWith(func(a, b fixtureCPU) bool {
 			return a.socket == b.socket && a.die == b.die && a.coreID == b.coreID
 		}, c)
+		// ReadHardware reads the L1 and L2 caches of a core's lowest online thread (the others are
+		// in its shared_cpu_list), Discover the levels of an L3 group's lowest online CPU.
+		if coreLeader[c.l2ID] == c.id {
+			core := onlineWith(func(a, b fixtureCPU) bool { return a.l2ID == b.l2ID }, c)
+			for i, cache := range []struct {
+				level int
+				typ   string
+				kib   int
+			}{{1, "Data", m.l1dK}, {1, "Instruction", m.l1iK}, {2, "Unified", m.l2K}} {
+				idx := fmt.Sprintf("%scache/index%d/", d, i)
+				f[idx+"level"], f[idx+"type"] = fmt.Sprintf("%d\n", cache.level), cache.typ+"\n"
+				f[idx+"shared_cpu_list"], f[idx+"size"] = core, fmt.Sprintf("%dK\n", cache.kib)
+			}
+		}
 		if leader[c.l3ID] != c.id {
-			continue // Discover reads the caches of an L3 group's lowest online CPU only
+			continue
 		}
 		f[d+"cache/index0/level"], f[d+"cache/index1/level"], f[d+"cache/index2/level"] = "1\n", "1\n", "2\n"
 		l3 := d + "cache/index3/"

@@ -16,7 +16,8 @@ import (
 func FuzzFileParsers(f *testing.F) {
 	for _, s := range []string{"0\n", "-1\n", "27\n", "", "32768K\n", "45MB\n", "K\n", "Unified\n", "Instruction\n",
 		"Node 0 MemTotal:       65841664 kB\nNode 0 MemFree: 1 kB\n", "Node 1 MemTotal: 5 kB\n", "Node 0 MemTotal: x kB\n",
-		"10 21\n", "10\n", "10 0\n", "8000000\n", "0\n", "1\n", "yes\n", "99999999999999999999\n"} {
+		"10 21\n", "10\n", "10 0\n", "8000000\n", "0\n", "1\n", "yes\n", "99999999999999999999\n",
+		"0x020000\n", "0x15b3\n", "0x\n", "0x1ffffffff\n", "020000\n"} {
 		f.Add([]byte(s), uint8(2))
 	}
 	f.Fuzz(func(t *testing.T, data []byte, nodes uint8) {
@@ -31,6 +32,12 @@ func FuzzFileParsers(f *testing.F) {
 		}
 		if mem, err := parseNodeMemTotal(data, 0); err == nil && mem%1024 != 0 {
 			t.Fatalf("parseNodeMemTotal(%q) = %d, not whole KiB", data, mem)
+		}
+		if mem, err := parseNodeMeminfo(data, 0, "MemFree"); err == nil && mem%1024 != 0 {
+			t.Fatalf("parseNodeMeminfo(%q, MemFree) = %d, not whole KiB", data, mem)
+		}
+		if n, err := parsePCIHex(data); err == nil && n > 1<<32-1 {
+			t.Fatalf("parsePCIHex(%q) = %#x, beyond 32 bits", data, n)
 		}
 		if row, err := parseDistances(data, int(nodes)); err == nil {
 			if len(row) != int(nodes) || slices.ContainsFunc(row, func(d int) bool { return d <= 0 }) {
@@ -47,8 +54,8 @@ func FuzzFileParsers(f *testing.F) {
 	})
 }
 
-// FuzzDiscover replaces one file of a real tree with arbitrary bytes: Discover must return an
-// error or a topology that satisfies its invariants, never panic.
+// FuzzDiscover replaces one file of a real tree with arbitrary bytes: Discover and ReadHardware
+// must return an error or a topology (a reading) that satisfies its invariants, never panic.
 func FuzzDiscover(f *testing.F) {
 	src := fixtureRoot("vm-kvm-epyc-2cpu")
 	names := treeNames(f, src)
@@ -97,6 +104,20 @@ func FuzzDiscover(f *testing.F) {
 		}
 		if !covered.Equals(topo.OnlineCPUs) {
 			t.Fatalf("%s = %q: cores cover %s, online CPUs are %s", rel, data, covered, topo.OnlineCPUs)
+		}
+		hw, err := ReadHardware(root, topo)
+		if err != nil {
+			return
+		}
+		for _, c := range hw.Caches {
+			if c.CPUs.IsEmpty() || !c.CPUs.IsSubsetOf(topo.OnlineCPUs) {
+				t.Fatalf("%s = %q: cache %s on CPUs %q, online CPUs are %s", rel, data, c.Name(), c.CPUs, topo.OnlineCPUs)
+			}
+		}
+		for _, d := range hw.PCIDevices {
+			if d.NUMANode != NoNUMA && topo.NUMANodeIndex(d.NUMANode) < 0 {
+				t.Fatalf("%s = %q: device %s on unknown NUMA node %d", rel, data, d.Address, d.NUMANode)
+			}
 		}
 	})
 }

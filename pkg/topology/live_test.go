@@ -125,12 +125,18 @@ func TestDiscoverLiveMatchesLscpu(t *testing.T) {
 	bijection(t, "L3 caches", theirL3, ourL3)
 }
 
-// hwlocObject is one object of lstopo's XML export.
+// hwlocObject is one object of lstopo's XML export, with the attributes of NUMA nodes, caches,
+// PCI devices and OS devices.
 type hwlocObject struct {
 	Type        string        `xml:"type,attr"`
 	OSIndex     int           `xml:"os_index,attr"`
 	CPUSet      string        `xml:"cpuset,attr"`
 	LocalMemory uint64        `xml:"local_memory,attr"`
+	CacheSize   uint64        `xml:"cache_size,attr"`
+	PCIBusID    string        `xml:"pci_busid,attr"`
+	PCIType     string        `xml:"pci_type,attr"`
+	Name        string        `xml:"name,attr"`
+	OSDevType   string        `xml:"osdev_type,attr"`
 	Children    []hwlocObject `xml:"object"`
 }
 

@@ -21,6 +21,9 @@ const (
 	wantDistances = "one positive distance per online NUMA node"
 	wantHex       = "a hexadecimal number"
 	wantBlockOn   = `"0" or "1"`
+	wantPCIHex    = `a hexadecimal number with its 0x prefix, such as "0x020000"`
+	wantNUMANode  = "a NUMA node number, or -1 for none"
+	wantOperState = `an interface's operational state, such as "up"`
 )
 
 var errEmpty = errors.New("file is empty")
@@ -105,12 +108,17 @@ func parseCacheType(data []byte) (cacheType, error) {
 
 // parseNodeMemTotal finds "Node <node> MemTotal: <n> kB" in nodeN/meminfo and returns bytes.
 func parseNodeMemTotal(data []byte, node int) (uint64, error) {
+	return parseNodeMeminfo(data, node, "MemTotal")
+}
+
+// parseNodeMeminfo finds "Node <node> <field>: <n> kB" in nodeN/meminfo and returns bytes.
+func parseNodeMeminfo(data []byte, node int, field string) (uint64, error) {
 	if len(data) == 0 {
 		return 0, errEmpty
 	}
 	for line := range bytes.Lines(data) {
 		fields := bytes.Fields(line)
-		if len(fields) < 3 || string(fields[0]) != "Node" || string(fields[2]) != "MemTotal:" {
+		if len(fields) < 3 || string(fields[0]) != "Node" || string(fields[2]) != field+":" {
 			continue
 		}
 		if len(fields) != 5 || string(fields[4]) != "kB" {
@@ -126,7 +134,7 @@ func parseNodeMemTotal(data []byte, node int) (uint64, error) {
 		}
 		return kib << 10, nil
 	}
-	return 0, errors.New("no MemTotal line")
+	return 0, fmt.Errorf("no %s line", field)
 }
 
 // parseDistances parses nodeN/distance: one SLIT distance per online node, space separated.
@@ -159,6 +167,24 @@ func parseHexFile(data []byte) (uint64, error) {
 	n, err := strconv.ParseUint(string(data), 16, 64)
 	if err != nil || n == 0 {
 		return 0, fmt.Errorf("%q is not a positive hexadecimal number", data)
+	}
+	return n, nil
+}
+
+// parsePCIHex parses a PCI device's class, vendor or device, which the kernel prints in hex with
+// "0x" ("0x020000", "0x15b3").
+func parsePCIHex(data []byte) (uint64, error) {
+	data, err := content(data)
+	if err != nil {
+		return 0, err
+	}
+	digits, ok := bytes.CutPrefix(data, []byte("0x"))
+	if !ok {
+		return 0, fmt.Errorf("%q has no 0x prefix", data)
+	}
+	n, err := strconv.ParseUint(string(digits), 16, 32)
+	if err != nil {
+		return 0, fmt.Errorf("%q is not a 32-bit hexadecimal number", data)
 	}
 	return n, nil
 }
