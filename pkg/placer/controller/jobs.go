@@ -91,6 +91,9 @@ func (c *Controller) syncJob(ctx context.Context, key string) {
 		c.markInvalid(ctx, u, st, err)
 		return
 	}
+	if c.suspended(ctx, u, job, st) {
+		return
+	}
 	switch st.Phase {
 	case "", v1alpha1.PhasePending:
 		if st.Phase == "" {

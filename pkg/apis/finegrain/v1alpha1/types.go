@@ -259,6 +259,11 @@ type RunPolicy struct {
 	// again on the same workers, a worker that failed or vanished restarts the whole job.
 	// Defaults to 0 (no retry).
 	BackoffLimit *int32 `json:"backoffLimit,omitempty"`
+	// Suspend, while true, keeps the job without pods, as MPI Operator's runPolicy.suspend: the
+	// placer deletes the pods of a job that was placed and releases its cores, keeps the job, its
+	// Secret, ConfigMap and Service, and places it again from scratch once Suspend is false.
+	// A finished job is not changed by it.
+	Suspend bool `json:"suspend,omitempty"`
 }
 
 // Phase is where a job is in its life.
@@ -274,6 +279,8 @@ const (
 	PhaseSucceeded Phase = "Succeeded"
 	// PhaseFailed: the launcher failed or the spec is invalid.
 	PhaseFailed Phase = "Failed"
+	// PhaseSuspended: runPolicy.suspend is true; the job has no pods.
+	PhaseSuspended Phase = "Suspended"
 )
 
 // HPCJobStatus is what the placer reports.
