@@ -1,7 +1,6 @@
 package cgroup
 
 import (
-	"bufio"
 	"fmt"
 	"io"
 	"os"
@@ -9,6 +8,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/moby/sys/mountinfo"
 )
 
 // Version is the cgroup version that carries the cpuset, cpu and memory controllers.
@@ -65,48 +66,49 @@ func DetectMounts(mountinfoPath string) (Mounts, error) {
 	return m, nil
 }
 
-// ParseMountinfo parses the mountinfo format of proc(5). cgroup v1 is chosen when cpuset, cpu
-// and memory are all mounted as v1 hierarchies (hybrid hosts also mount an empty cgroup2 tree,
-// which is ignored); cgroup v2 when none of them is on v1 and a cgroup2 file system is mounted.
-// Only mounts of a hierarchy's root ("/" in the fourth field) are used: a bind mount or cgroup
-// namespace view of a sub-tree cannot show the kubelet's kubepods tree.
+// ParseMountinfo parses the mountinfo format of proc(5) with moby/sys/mountinfo. cgroup v1 is
+// chosen when cpuset, cpu and memory are all mounted as v1 hierarchies (hybrid hosts also mount an
+// empty cgroup2 tree, which is ignored); cgroup v2 when none of them is on v1 and a cgroup2 file
+// system is mounted. Only mounts of a hierarchy's root ("/" in the fourth field) are used: a bind
+// mount or cgroup namespace view of a sub-tree cannot show the kubelet's kubepods tree.
 func ParseMountinfo(r io.Reader) (Mounts, error) {
+	entries, err := mountinfo.GetMountsFromReader(r, mountinfo.FSTypeFilter("cgroup", "cgroup2"))
+	if err != nil {
+		return Mounts{}, fmt.Errorf("malformed mountinfo entry: %w", err)
+	}
 	v1 := map[Controller]string{}
 	v1Sub := map[Controller]string{}
 	var unified string
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 0, 4096), 1<<20)
-	for n := 1; sc.Scan(); n++ {
-		line := sc.Text()
-		if strings.TrimSpace(line) == "" {
+	for _, e := range entries {
+		if !filepath.IsAbs(e.Mountpoint) || !filepath.IsAbs(e.Root) {
+			return Mounts{}, fmt.Errorf("malformed mountinfo entry %d (%s on %q, root %q): a cgroup mount's root and mount point must be absolute paths",
+				e.ID, e.FSType, truncate(e.Mountpoint), truncate(e.Root))
+		}
+		root, mountpoint := filepath.Clean(e.Root), filepath.Clean(e.Mountpoint)
+		if e.FSType == "cgroup2" {
+			if root == "/" && unified == "" {
+				unified = mountpoint
+			}
 			continue
 		}
-		e, err := parseMountinfoLine(line)
-		if err != nil {
-			return Mounts{}, fmt.Errorf("line %d: %w", n, err)
-		}
-		switch e.fstype {
-		case "cgroup2":
-			if e.root == "/" && unified == "" {
-				unified = e.mountpoint
+		for _, opt := range strings.Split(e.VFSOptions, ",") {
+			c := Controller(opt)
+			if !slices.Contains(controllers, c) {
+				continue
 			}
-		case "cgroup":
-			for _, opt := range strings.Split(e.superOpts, ",") {
-				c := Controller(opt)
-				if !slices.Contains(controllers, c) {
-					continue
-				}
-				if e.root != "/" {
-					v1Sub[c] = e.root
-				} else if v1[c] == "" {
-					v1[c] = e.mountpoint
-				}
+			if root != "/" {
+				v1Sub[c] = root
+			} else if v1[c] == "" {
+				v1[c] = mountpoint
 			}
 		}
 	}
-	if err := sc.Err(); err != nil {
-		return Mounts{}, fmt.Errorf("read: %w", err)
-	}
+	return chooseVersion(v1, v1Sub, unified)
+}
+
+// chooseVersion decides between the v1 hierarchies (by controller; v1Sub holds the controllers
+// mounted only as a sub-tree) and the unified mount.
+func chooseVersion(v1, v1Sub map[Controller]string, unified string) (Mounts, error) {
 	var onV1, notV1 []string
 	for _, c := range controllers {
 		if v1[c] != "" {
@@ -127,60 +129,4 @@ func ParseMountinfo(r io.Reader) (Mounts, error) {
 		return Mounts{}, fmt.Errorf("no cgroup v1 cpuset/cpu/memory hierarchy and no cgroup2 mount: mount the host's cgroup file system (e.g. /sys/fs/cgroup)")
 	}
 	return Mounts{Version: V2, Unified: unified}, nil
-}
-
-type mountinfoEntry struct {
-	root, mountpoint, fstype, superOpts string
-}
-
-// parseMountinfoLine splits "id parent major:minor root mountpoint options [optional...] -
-// fstype source super-options". Paths are decoded and checked for cgroup mounts only; other
-// file systems (nsfs shows "net:[...]" as its root) are not looked at further.
-func parseMountinfoLine(line string) (mountinfoEntry, error) {
-	fields := strings.Split(line, " ")
-	sep := slices.Index(fields, "-")
-	if sep < 6 || len(fields) < sep+4 {
-		return mountinfoEntry{}, fmt.Errorf("malformed mountinfo entry %q: want \"id parent major:minor root mountpoint options [optional...] - fstype source super-options\"", truncate(line))
-	}
-	e := mountinfoEntry{fstype: fields[sep+1], superOpts: fields[sep+3]}
-	if e.fstype != "cgroup" && e.fstype != "cgroup2" {
-		return e, nil
-	}
-	root, err := unescapeMountinfo(fields[3])
-	if err != nil {
-		return mountinfoEntry{}, err
-	}
-	mp, err := unescapeMountinfo(fields[4])
-	if err != nil {
-		return mountinfoEntry{}, err
-	}
-	if !filepath.IsAbs(mp) || !filepath.IsAbs(root) {
-		return mountinfoEntry{}, fmt.Errorf("malformed mountinfo entry %q: a cgroup mount's root and mount point must be absolute paths", truncate(line))
-	}
-	e.root, e.mountpoint = filepath.Clean(root), filepath.Clean(mp)
-	return e, nil
-}
-
-// unescapeMountinfo decodes the kernel's octal escapes (\040 for space, \011, \012, \134).
-func unescapeMountinfo(s string) (string, error) {
-	if !strings.Contains(s, `\`) {
-		return s, nil
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] != '\\' {
-			b.WriteByte(s[i])
-			continue
-		}
-		if i+4 > len(s) {
-			return "", fmt.Errorf("malformed escape in mountinfo path %q", truncate(s))
-		}
-		v, err := strconv.ParseUint(s[i+1:i+4], 8, 8)
-		if err != nil {
-			return "", fmt.Errorf("malformed escape in mountinfo path %q", truncate(s))
-		}
-		b.WriteByte(byte(v))
-		i += 3
-	}
-	return b.String(), nil
 }

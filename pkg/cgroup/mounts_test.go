@@ -40,11 +40,11 @@ func TestDetectMountsRefuses(t *testing.T) {
 		{"mixed versions", "31 26 0:27 / /sys/fs/cgroup/cpuset rw - cgroup cgroup rw,cpuset\n" +
 			"32 26 0:28 / /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n", "are on cgroup v1 but cpu,memory are not"},
 		{"no cgroups", "27 1 254:0 / / rw,relatime - ext4 /dev/vda rw\n", "no cgroup v1"},
-		{"too few fields", "27 1 254:0 / /\n", "line 1: malformed mountinfo entry"},
+		{"too few fields", "27 1 254:0 / /\n", "malformed mountinfo entry: parsing '27 1 254:0 / /' failed: not enough fields"},
 		{"no separator", "27 1 254:0 / / rw a b c\n", "malformed mountinfo entry"},
 		{"relative mount point", "27 1 0:1 / sys/fs/cgroup rw - cgroup2 cgroup2 rw\n", "must be absolute"},
-		{"bad escape", "27 1 0:1 / /sys/fs\\04 rw - cgroup2 cgroup2 rw\n", "malformed escape"},
-		{"bad octal", "27 1 0:1 / /sys/fs\\999 rw - cgroup2 cgroup2 rw\n", "malformed escape"},
+		{"bad escape", "27 1 0:1 / /sys/fs\\04 rw - cgroup2 cgroup2 rw\n", "malformed mountinfo entry: parsing '/sys/fs\\04' failed: mount point: bad escape sequence"},
+		{"bad octal", "27 1 0:1 / /sys/fs\\999 rw - cgroup2 cgroup2 rw\n", "malformed mountinfo entry: parsing '/sys/fs\\999' failed: mount point: bad escape sequence"},
 	} {
 		var err error
 		if tc.name == "container view" {
