@@ -48,6 +48,13 @@ SIMULATE_FLAGS ?=
 simulate-workloads: ## replay generated MPI workloads through the real placer on 4 and 16 simulated E5-2697 v4 nodes vs default Kubernetes
 	$(GO) run ./bench/simulator -nodes 4,16 -jobs-per-node 25 -seed 1 $(SIMULATE_FLAGS)
 
+.PHONY: experiment-elastic
+EXPERIMENT_ELASTIC := $(GO) run ./bench/simulator -experiment elastic -seed 4 -submission-gap 90s -rescale-gap 60s
+experiment-elastic: ## the elastic scheduler's experiment (docs/experiments.md): table, sweeps, JSON and PNG charts in _output/experiments/elastic
+	@mkdir -p _output/experiments/elastic
+	$(EXPERIMENT_ELASTIC) -plot _output/experiments/elastic | tee _output/experiments/elastic/elastic.md
+	$(EXPERIMENT_ELASTIC) -o json > _output/experiments/elastic/elastic.json
+
 .PHONY: hpcc-tool hpcc-examples
 hpcc-tool: ## bin/hpcc: HPCC's headline figures of an hpccoutf.txt or launcher log, hpccinf.txt sizing (bench/hpcc)
 	@mkdir -p $(BIN)

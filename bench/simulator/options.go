@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/finegrain-dev/finegrain/bench/internal/sim"
 )
@@ -34,6 +35,14 @@ type options struct {
 	reserved    int
 	parallel    int
 	command     string
+	// experiment picks one of the papers' experiments instead of the workload replay.
+	experiment    string
+	submissionGap time.Duration
+	rescaleGap    time.Duration
+	slotsPerNode  int
+	plotDir       string
+	// set holds the flags the command line gave.
+	set map[string]bool
 }
 
 // defaultMachine is the fine-grained scheduling paper's node: 2 × Xeon E5-2697 v4.
@@ -62,11 +71,26 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.reserved, "system-reserved", 1, "CPUs the kubelet reserves for system daemons on every node (--system-reserved=cpu)")
 	fs.BoolVar(&o.verify, "verify", false, "check every allocator's invariants after every event (slower)")
 	fs.IntVar(&o.parallel, "parallel", runtime.GOMAXPROCS(0), "simulations run at once")
+	fs.StringVar(&o.experiment, "experiment", "", "run one of the papers' experiments instead of the workload replay: elastic (docs/experiments.md)")
+	fs.DurationVar(&o.submissionGap, "submission-gap", 90*time.Second, "elastic: time between two jobs' submissions of a generated job set")
+	fs.DurationVar(&o.rescaleGap, "rescale-gap", 60*time.Second, "elastic: least time between two rescales of one job")
+	fs.IntVar(&o.slotsPerNode, "slots-per-node", 16, "elastic: replica slots per node")
+	fs.StringVar(&o.plotDir, "plot", "", "elastic: write the experiment's PNG charts into this directory")
 	if err := fs.Parse(args); err != nil {
 		return options{}, err
 	}
 	if fs.NArg() > 0 {
 		return options{}, fmt.Errorf("unexpected argument %q; every input is a flag (see -h)", fs.Arg(0))
+	}
+	o.set = map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { o.set[f.Name] = true })
+	if o.experiment != "" {
+		return o, o.experimentFlags(*nodes, *strategies)
+	}
+	for _, name := range experimentOnly {
+		if o.set[name] {
+			return options{}, fmt.Errorf("-%s belongs to an experiment; give -experiment elastic with it", name)
+		}
 	}
 	var err error
 	if o.nodes, err = parseInts(*nodes, "-nodes"); err != nil {

@@ -14,6 +14,9 @@ import (
 
 // run builds one scenario per cluster size, simulates every strategy and writes the report.
 func run(w io.Writer, o options) error {
+	if o.experiment == "elastic" {
+		return runElastic(w, o)
+	}
 	model := sim.DefaultModel()
 	if o.model != "" {
 		data, err := os.ReadFile(o.model)

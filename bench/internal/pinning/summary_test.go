@@ -123,14 +123,6 @@ func TestMarkdownAndPlot(t *testing.T) {
 	}
 }
 
-func TestNiceCeil(t *testing.T) {
-	for in, want := range map[float64]float64{0: 1, 0.7: 1, 1.2: 2, 3: 5, 7: 10, 42: 50, 130: 200} {
-		if got := niceCeil(in); got != want {
-			t.Errorf("niceCeil(%v) = %v, want %v", in, got, want)
-		}
-	}
-}
-
 func TestMarkdownWarnsWhenBaselineStarved(t *testing.T) {
 	for _, tc := range []struct {
 		rate float64 // the fake task-clock is rate/10 CPU-seconds over 1 s

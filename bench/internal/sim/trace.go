@@ -140,20 +140,9 @@ type traceGang struct {
 // job and the field. source names the input in errors. Jobs come back ordered by arrival, file
 // order among equal arrivals.
 func DecodeTrace(data []byte, source string) ([]Job, error) {
-	js, err := yaml.YAMLToJSONStrict(data)
-	if err != nil {
-		return nil, fmt.Errorf("read trace %s: not valid YAML or JSON: %w", source, err)
-	}
-	if len(bytes.TrimSpace(js)) == 0 || bytes.Equal(bytes.TrimSpace(js), []byte("null")) {
-		return nil, fmt.Errorf("read trace %s: empty; want {jobs: [...]}", source)
-	}
 	var f traceFile
-	strict, err := sigsjson.UnmarshalStrict(js, &f)
-	if err != nil {
-		return nil, fmt.Errorf("read trace %s: %w", source, err)
-	}
-	if len(strict) > 0 {
-		return nil, fmt.Errorf("read trace %s: %w", source, errors.Join(strict...))
+	if err := decodeStrict(data, source, &f); err != nil {
+		return nil, err
 	}
 	if len(f.Jobs) == 0 {
 		return nil, fmt.Errorf("read trace %s: no jobs; want {jobs: [...]} with at least one job", source)
@@ -173,6 +162,26 @@ func DecodeTrace(data []byte, source string) ([]Job, error) {
 		return nil, fmt.Errorf("read trace %s: %w", source, err)
 	}
 	return jobs, nil
+}
+
+// decodeStrict reads a YAML or JSON trace ({"jobs": [...]}) into f: unknown, duplicate or
+// mistyped fields are errors.
+func decodeStrict(data []byte, source string, f any) error {
+	js, err := yaml.YAMLToJSONStrict(data)
+	if err != nil {
+		return fmt.Errorf("read trace %s: not valid YAML or JSON: %w", source, err)
+	}
+	if t := bytes.TrimSpace(js); len(t) == 0 || bytes.Equal(t, []byte("null")) {
+		return fmt.Errorf("read trace %s: empty; want {jobs: [...]}", source)
+	}
+	strict, err := sigsjson.UnmarshalStrict(js, f)
+	if err != nil {
+		return fmt.Errorf("read trace %s: %w", source, err)
+	}
+	if len(strict) > 0 {
+		return fmt.Errorf("read trace %s: %w", source, errors.Join(strict...))
+	}
+	return nil
 }
 
 // job validates one entry; i is its position (from 0).
