@@ -19,12 +19,17 @@ type Choice struct {
 //   - granularity none: Nn=1, Nw=workers, Ng=1 (the user's own worker count);
 //   - network profile: Nn=1, Nw=1, Ng=1 (one worker holding every task);
 //   - cpu or memory with scale: Nn=min(available, Nt), Nw=Nn, Ng=Nn;
-//   - cpu or memory with granularity: Nn=min(available, Nt), Nw=Nt, Ng=Nn.
+//   - cpu or memory with granularity: Nn=min(available, Nt), Nw=Nt, Ng=Nn;
+//   - slotsPerWorker set, whatever the above: Nw=Nt/slotsPerWorker (chooseSlots), available
+//     counting the nodes that can take one such worker.
 //
 // Worker counts are capped at v1alpha1.MaxWorkers. With no available node, scale and
 // granularity choose zero nodes and workers.
 func Choose(spec *v1alpha1.HPCJobSpec, available int) Choice {
 	nt := int(spec.Tasks)
+	if spec.SlotsPerWorker > 0 {
+		return chooseSlots(spec, available)
+	}
 	switch {
 	case spec.Granularity == v1alpha1.GranularityNone:
 		return Choice{Nodes: 1, Workers: int(spec.Workers), Groups: 1}
@@ -40,6 +45,21 @@ func Choose(spec *v1alpha1.HPCJobSpec, available int) Choice {
 		nn := min(available, nt, v1alpha1.MaxWorkers)
 		return Choice{Nodes: nn, Workers: nn, Groups: nn}
 	}
+}
+
+// chooseSlots is Choose for a spec whose slotsPerWorker fixes Nw = Nt/slotsPerWorker: granularity
+// none and the network profile keep them in one task group on one node, cpu and memory spread
+// them as scale does, over Nn = min(available, Nw) nodes in Nn groups.
+func chooseSlots(spec *v1alpha1.HPCJobSpec, available int) Choice {
+	nw := int(spec.Tasks / spec.SlotsPerWorker)
+	if spec.Granularity == v1alpha1.GranularityNone || spec.Profile == v1alpha1.ProfileNetwork {
+		return Choice{Nodes: 1, Workers: nw, Groups: 1}
+	}
+	nn := min(available, nw)
+	if nn == 0 {
+		return Choice{}
+	}
+	return Choice{Nodes: nn, Workers: nw, Groups: nn}
 }
 
 // SplitTasks deals tasks round-robin over workers: 16 over 3 gives 6, 5, 5.

@@ -84,11 +84,51 @@ func TestChoose(t *testing.T) {
 		{spec(v1alpha1.ProfileCPU, v1alpha1.GranularityScale, 16, 0), 0, Choice{}},
 		{spec(v1alpha1.ProfileCPU, v1alpha1.GranularityFine, 16, 0), 0, Choice{}},
 		{spec(v1alpha1.ProfileCPU, v1alpha1.GranularityScale, 50000, 0), 20000, Choice{10000, 10000, 10000}},
+		// slotsPerWorker fixes Nw = Nt/slots; the profile and granularity choose nodes and groups.
+		{slots(spec(v1alpha1.ProfileCPU, v1alpha1.GranularityScale, 16, 0), 4), 2, Choice{2, 4, 2}},
+		{slots(spec(v1alpha1.ProfileMemory, v1alpha1.GranularityScale, 16, 0), 2), 40, Choice{8, 8, 8}},
+		{slots(spec(v1alpha1.ProfileNetwork, v1alpha1.GranularityScale, 16, 0), 4), 4, Choice{1, 4, 1}},
+		{slots(spec(v1alpha1.ProfileCPU, v1alpha1.GranularityNone, 16, 0), 8), 4, Choice{1, 2, 1}},
+		{slots(spec(v1alpha1.ProfileCPU, v1alpha1.GranularityScale, 16, 0), 4), 0, Choice{}},
 	}
 	for _, tc := range tests {
 		if got := Choose(tc.spec, tc.available); got != tc.want {
 			t.Errorf("Choose(%s/%s, %d tasks, %d available) = %+v, want %+v", tc.spec.Profile, tc.spec.Granularity, tc.spec.Tasks, tc.available, got, tc.want)
 		}
+	}
+}
+
+func slots(spec *v1alpha1.HPCJobSpec, n int32) *v1alpha1.HPCJobSpec {
+	spec.SlotsPerWorker = n
+	return spec
+}
+
+// With slotsPerWorker every worker runs that many tasks and the hostfile gives it that many
+// slots; a cpu job spreads the workers over the nodes, one task group each.
+func TestSlotsPerWorker(t *testing.T) {
+	s := snapshot.Build(st.Uniform("n", 4, 2, 18, 64))
+	job := newJob(12, v1alpha1.ProfileCPU, v1alpha1.GranularityScale)
+	job.Spec.SlotsPerWorker = 3
+	jp := mustPlan(t, s, job)
+	if jp.Choice != (Choice{4, 4, 4}) {
+		t.Errorf("choice %+v, want 4 nodes, 4 workers, 4 groups", jp.Choice)
+	}
+	if d := cmp.Diff([]string{"0:3@n-0000/0", "1:3@n-0001/0", "2:3@n-0002/0", "3:3@n-0003/0"}, placements(jp)); d != "" {
+		t.Errorf("placements (-want +got):\n%s", d)
+	}
+	want := "j-worker-0.j-workers.hpc.svc slots=3\nj-worker-1.j-workers.hpc.svc slots=3\nj-worker-2.j-workers.hpc.svc slots=3\nj-worker-3.j-workers.hpc.svc slots=3\n"
+	if got := Hostfile(job, jp.Workers); got != want {
+		t.Errorf("hostfile\n%s\nwant\n%s", got, want)
+	}
+	if cpu := jp.Pods[0].Spec.Containers[0].Resources.Requests.Cpu().Value(); cpu != 3 {
+		t.Errorf("worker CPU request %d, want 3 (slotsPerWorker x taskResources.cpu)", cpu)
+	}
+
+	// A worker of 20 tasks fits no NUMA node of 18 CPUs: the job says so in those words.
+	job = newJob(40, v1alpha1.ProfileCPU, v1alpha1.GranularityScale)
+	job.Spec.SlotsPerWorker = 20
+	if _, err := PlanJob(s, job, v1alpha1.DefaultSchedulerName); err == nil || !strings.Contains(err.Error(), "no node can take even one worker of slotsPerWorker 20 tasks") {
+		t.Errorf("error %v", err)
 	}
 }
 

@@ -97,12 +97,16 @@ func PlanJob(s *snapshot.Snapshot, job *v1alpha1.HPCJob, scheduler string) (*Job
 	}
 	available := 0
 	if spec.Granularity != v1alpha1.GranularityNone && spec.Profile != v1alpha1.ProfileNetwork {
-		probe := expansion(job, Workers(job, []int{1}, 1), 1, scheduler)
+		probe := expansion(job, Workers(job, []int{max(1, int(spec.SlotsPerWorker))}, 1), 1, scheduler)
 		available = plan.Available(s, probe.Gang, &probe.Gang.Members[0])
 		if available == 0 {
 			probe.Gang.Launcher = nil
 			_, err := plan.Plan(s, probe.Gang)
-			return nil, fmt.Errorf("no node can take even one task: %w", err)
+			what := "one task"
+			if spec.SlotsPerWorker > 0 {
+				what = fmt.Sprintf("one worker of slotsPerWorker %d tasks", spec.SlotsPerWorker)
+			}
+			return nil, fmt.Errorf("no node can take even %s: %w", what, err)
 		}
 	}
 	c := Choose(spec, available)
@@ -113,7 +117,7 @@ func PlanJob(s *snapshot.Snapshot, job *v1alpha1.HPCJob, scheduler string) (*Job
 		jp.Note = fmt.Sprintf("granularity none asks for one node; the %d workers did not fit one and use %d", c.Workers, jp.Result.NodesUsed)
 	}
 	var fe *plan.FitError
-	if err == nil || spec.Profile != v1alpha1.ProfileNetwork || spec.Granularity == v1alpha1.GranularityNone || !errors.As(err, &fe) {
+	if err == nil || spec.Profile != v1alpha1.ProfileNetwork || spec.Granularity == v1alpha1.GranularityNone || spec.SlotsPerWorker > 0 || !errors.As(err, &fe) {
 		return jp, err
 	}
 	if _, never := plan.Plan(s.Capacity(), jp.Gang); never == nil {

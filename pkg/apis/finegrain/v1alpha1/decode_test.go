@@ -91,6 +91,11 @@ func TestDecodeBadJobs(t *testing.T) {
 		{"hook path", "granularity: granularity", "elastic: {minReplicas: 2, maxReplicas: 4, rescaleHook: {http: {port: 80, path: rescale}}}", "spec.elastic.rescaleHook.http.path: Invalid value: \"rescale\""},
 		{"hook command", "granularity: granularity", "elastic: {minReplicas: 2, maxReplicas: 4, rescaleHook: {exec: {command: []}}}", "spec.elastic.rescaleHook.exec.command: Required value"},
 		{"hook timeout", "granularity: granularity", "elastic: {minReplicas: 2, maxReplicas: 4, rescaleHook: {exec: {command: [sh]}, timeoutSeconds: 4000}}", "spec.elastic.rescaleHook.timeoutSeconds: Invalid value: 4000"},
+		{"slots indivisible", "granularity: granularity", "granularity: scale\n  slotsPerWorker: 5", "spec.slotsPerWorker: Invalid value: 5: must divide tasks (16)"},
+		{"slots above tasks", "granularity: granularity", "granularity: scale\n  slotsPerWorker: 17", "spec.slotsPerWorker: Invalid value: 17: must be between 1 and tasks (16)"},
+		{"slots with granularity", "granularity: granularity", "granularity: granularity\n  slotsPerWorker: 4", "spec.granularity: Invalid value: \"granularity\": granularity runs one task per worker"},
+		{"slots and workers", "granularity: granularity", "granularity: none\n  workers: 3\n  slotsPerWorker: 4", "spec.workers: Invalid value: 3: with slotsPerWorker 4 the job has tasks/slotsPerWorker = 4 workers"},
+		{"slots elastic", "granularity: granularity", "elastic: {minReplicas: 2, maxReplicas: 4}\n  slotsPerWorker: 4", "spec.slotsPerWorker: Forbidden: an elastic job's workers"},
 		{"not yaml", "kind: HPCJob", "kind: [HPCJob", "not valid YAML or JSON"},
 	}
 	for _, tc := range tests {
@@ -109,6 +114,17 @@ func TestDecodeBadJobs(t *testing.T) {
 				t.Errorf("error %q does not name the job", err)
 			}
 		})
+	}
+}
+
+// slotsPerWorker makes workers unnecessary with granularity none.
+func TestSlotsPerWorkerWithNone(t *testing.T) {
+	job, err := Decode([]byte(strings.Replace(goodJob, "granularity: granularity", "granularity: none\n  slotsPerWorker: 4", 1)), "job.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if MaxWorkersOf(&job.Spec) != 4 {
+		t.Errorf("MaxWorkersOf = %d, want tasks/slotsPerWorker = 4", MaxWorkersOf(&job.Spec))
 	}
 }
 

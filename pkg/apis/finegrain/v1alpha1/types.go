@@ -84,6 +84,11 @@ type HPCJobSpec struct {
 	Granularity Granularity `json:"granularity,omitempty"`
 	// Workers is the user's worker count, required with granularity none.
 	Workers int32 `json:"workers,omitempty"`
+	// SlotsPerWorker, when set, is how many MPI tasks every worker runs (its slots in the
+	// hostfile; its CPUs are this many times taskResources.cpu), as MPI Operator's field of the
+	// name: the job then has tasks/slotsPerWorker workers, and granularity selection only chooses
+	// their nodes and task groups. Unset, granularity decides the tasks per worker.
+	SlotsPerWorker int32 `json:"slotsPerWorker,omitempty"`
 	// TaskResources is what one MPI task needs; a worker asks for it times its task count.
 	TaskResources TaskResources `json:"taskResources"`
 	// PriorityClassName names the PriorityClass whose value is the job's priority, as for a pod;

@@ -18,6 +18,8 @@ func MaxWorkersOf(spec *HPCJobSpec) int {
 	switch {
 	case spec.Elastic != nil:
 		return int(spec.Elastic.MaxReplicas)
+	case spec.SlotsPerWorker > 0:
+		return int(spec.Tasks / spec.SlotsPerWorker)
 	case spec.Granularity == GranularityNone:
 		return int(spec.Workers)
 	default:
@@ -62,7 +64,9 @@ func validateCounts(spec *HPCJobSpec, sp *field.Path) field.ErrorList {
 		errs = append(errs, field.Invalid(sp.Child("workers"), spec.Workers,
 			fmt.Sprintf("must be between 1 and min(tasks, %d); a worker runs at least one task", MaxWorkers)))
 	}
-	if spec.Granularity == GranularityNone && spec.Workers == 0 && spec.Elastic == nil {
+	if spec.SlotsPerWorker != 0 {
+		errs = append(errs, validateSlots(spec, sp)...)
+	} else if spec.Granularity == GranularityNone && spec.Workers == 0 && spec.Elastic == nil {
 		errs = append(errs, field.Required(sp.Child("workers"), "granularity none runs exactly this many workers"))
 	}
 	if spec.Granularity == GranularityFine && spec.Profile != ProfileNetwork && spec.Tasks > MaxWorkers {
@@ -97,6 +101,31 @@ func validateCounts(spec *HPCJobSpec, sp *field.Path) field.ErrorList {
 		errs = append(errs, validateHook(e.RescaleHook, ep.Child("rescaleHook"))...)
 	}
 	return errs
+}
+
+// validateSlots checks slotsPerWorker against the counts it fixes: it divides tasks into at most
+// MaxWorkers workers, agrees with workers when both are set, and leaves no room for a policy that
+// sizes workers itself (granularity's one task per worker, elastic's tasks/maxReplicas).
+func validateSlots(spec *HPCJobSpec, sp *field.Path) field.ErrorList {
+	slots := spec.SlotsPerWorker
+	fp := sp.Child("slotsPerWorker")
+	switch {
+	case slots < 1 || slots > spec.Tasks:
+		return field.ErrorList{field.Invalid(fp, slots, fmt.Sprintf("must be between 1 and tasks (%d)", spec.Tasks))}
+	case spec.Tasks%slots != 0:
+		return field.ErrorList{field.Invalid(fp, slots, fmt.Sprintf("must divide tasks (%d): every worker runs slotsPerWorker tasks", spec.Tasks))}
+	case spec.Tasks/slots > MaxWorkers:
+		return field.ErrorList{field.Invalid(fp, slots, fmt.Sprintf("tasks/slotsPerWorker is %d workers, more than %d; use more slots per worker", spec.Tasks/slots, MaxWorkers))}
+	case spec.Elastic != nil:
+		return field.ErrorList{field.Forbidden(fp, "an elastic job's workers run tasks/elastic.maxReplicas tasks each; leave slotsPerWorker unset")}
+	case spec.Granularity == GranularityFine && slots != 1:
+		return field.ErrorList{field.Invalid(sp.Child("granularity"), spec.Granularity,
+			"granularity runs one task per worker, slotsPerWorker more; use scale (or none) with slotsPerWorker")}
+	case spec.Workers != 0 && spec.Workers != spec.Tasks/slots:
+		return field.ErrorList{field.Invalid(sp.Child("workers"), spec.Workers,
+			fmt.Sprintf("with slotsPerWorker %d the job has tasks/slotsPerWorker = %d workers; leave workers unset or set that", slots, spec.Tasks/slots))}
+	}
+	return nil
 }
 
 // MaxRescaleTimeoutSeconds bounds rescaleHook.timeoutSeconds.
