@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/finegrain-dev/finegrain/pkg/placer/elastic"
 )
 
 // oneType is a model of one type that makes times easy to follow: a timestep takes 1/n s on n
@@ -112,6 +114,30 @@ func TestSimulateElasticRescaleGap(t *testing.T) {
 	}
 	if !grown {
 		t.Errorf("low did not grow to 6 (8 slots in use) at 120 s: %+v", r.Usage)
+	}
+}
+
+// Aging lets a long-waiting low-priority job overtake a later high-priority one: without it the
+// high job starts first when the running job ends; at 3,600 per hour of waiting, low (90 s,
+// 1 + 90) outranks high (80 s, 5 + 80).
+func TestSimulateElasticAging(t *testing.T) {
+	m := oneType()
+	jobs := []ElasticJob{
+		{Name: "first", Arrival: 0, Type: "t", Priority: 3, Min: 8, Max: 8, Timesteps: 800},
+		{Name: "low", Arrival: 10 * time.Second, Type: "t", Priority: 1, Min: 8, Max: 8, Timesteps: 800},
+		{Name: "high", Arrival: 20 * time.Second, Type: "t", Priority: 5, Min: 8, Max: 8, Timesteps: 800},
+	}
+	for _, tc := range []struct {
+		aging     elastic.Aging
+		low, high float64
+	}{{elastic.Aging{}, 200, 100}, {elastic.Aging{PerHour: 3600}, 100, 200}} {
+		r, err := SimulateElastic(jobs, Moldable, ElasticOptions{Model: m, Slots: 10, Aging: tc.aging})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !near(r.Jobs[1].Start, tc.low) || !near(r.Jobs[2].Start, tc.high) {
+			t.Errorf("aging %+v: low starts at %v, high at %v; want %v and %v", tc.aging, r.Jobs[1].Start, r.Jobs[2].Start, tc.low, tc.high)
+		}
 	}
 }
 
