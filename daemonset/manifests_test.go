@@ -114,6 +114,53 @@ func TestAgentRBAC(t *testing.T) {
 	}
 }
 
+// Finding 7, the placer: it could patch ConfigMaps and delete pods in every namespace. RBAC
+// cannot scope its writes to the objects it owns (its code does: pkg/placer/controller's
+// controlledBy checks), so this keeps its rights to the verbs it uses: no update, list or
+// watch of Secrets, no write to nodes, free-core maps, roles or anything it does not make.
+func TestPlacerRBAC(t *testing.T) {
+	allowed := map[string][]string{
+		"finegrain.dev/hpcjobs":                       {"get", "list", "watch", "delete"},
+		"finegrain.dev/hpcjobs/status":                {"patch"},
+		"finegrain.dev/hpcjobs/finalizers":            {"update"},
+		"/nodes":                                      {"list", "watch"},
+		"scheduling.x-k8s.io/podgroups":               {"list", "watch"},
+		"scheduling.x-k8s.io/podgroups/status":        {"patch"},
+		"scheduling.k8s.io/priorityclasses":           {"list", "watch"},
+		"topology.node.k8s.io/noderesourcetopologies": {"list", "watch"},
+		"/pods":         {"list", "watch", "create", "patch", "delete"},
+		"/pods/binding": {"create"},
+		// Exec rescale hooks (issue 18), documented in rbac.yaml.
+		"/pods/exec":                 {"create"},
+		"/configmaps":                {"get", "create", "patch"},
+		"/secrets":                   {"get", "create"},
+		"/services":                  {"get", "create"},
+		"events.k8s.io/events":       {"create", "patch"},
+		"/events":                    {"list", "watch"},
+		"coordination.k8s.io/leases": {"get", "create", "update"},
+	}
+	for _, u := range objects(t, "placer/rbac.yaml") {
+		var rules []rbacv1.PolicyRule
+		switch u.GetKind() {
+		case "ClusterRole":
+			rules = as[rbacv1.ClusterRole](t, u).Rules
+		case "Role":
+			rules = as[rbacv1.Role](t, u).Rules
+		}
+		for _, r := range rules {
+			for _, g := range r.APIGroups {
+				for _, res := range r.Resources {
+					for _, v := range r.Verbs {
+						if !slices.Contains(allowed[g+"/"+res], v) {
+							t.Errorf("%s %s: the placer may %s %s/%s, which it does not use", u.GetKind(), u.GetName(), v, g, res)
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
 // The admission policies are shipped, bound with Deny, and name the service accounts the
 // deployment makes; the hint policy is the one the agent looks for.
 func TestAdmissionPolicies(t *testing.T) {

@@ -258,3 +258,37 @@ func TestStatusPatchNamesTheJobObject(t *testing.T) {
 		t.Errorf("status %v: a status without placements left the earlier ones", u.Object["status"])
 	}
 }
+
+// Finding 4, the job's Service: a Service of the name a job's workers need ("db-workers"), made
+// by someone else, is neither adopted nor changed. The job waits, naming it; once it is gone, the
+// job makes its own.
+func TestForeignServiceIsNotAdopted(t *testing.T) {
+	foreign := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "hpc", Name: v1alpha1.ServiceName("db"), Labels: map[string]string{"app": "db"}},
+		Spec:       corev1.ServiceSpec{Selector: map[string]string{"app": "db"}, Ports: []corev1.ServicePort{{Port: 5432}}},
+	}
+	h := newHarness(t, testOptions(), append(cluster(2, 9), foreign, hpcJob("db", 4, nil))...)
+	h.eventually("db says which Service is in its way", func() bool {
+		c := h.condition("hpc", "db", ConditionScheduled)
+		return c != nil && c.Reason == ReasonNotOwned && strings.Contains(c.Message, "Service hpc/db-workers exists and is not owned by HPCJob hpc/db")
+	})
+	svcs := h.kube.CoreV1().Services("hpc")
+	if svc, err := svcs.Get(context.Background(), "db-workers", metav1.GetOptions{}); err != nil || len(svc.OwnerReferences) != 0 ||
+		svc.Spec.Selector["app"] != "db" || len(svc.Spec.Selector) != 1 {
+		t.Fatalf("the foreign Service was changed or adopted: %+v (%v)", svc, err)
+	}
+	if len(h.pods("hpc")) != 0 {
+		t.Errorf("pods were created for a job whose Service is foreign: %d", len(h.pods("hpc")))
+	}
+	if err := svcs.Delete(context.Background(), "db-workers", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	h.eventually("db running", func() bool { return h.phase("hpc", "db") == v1alpha1.PhaseRunning })
+	svc, err := svcs.Get(context.Background(), "db-workers", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ref := metav1.GetControllerOf(svc); ref == nil || ref.UID != "uid-db" {
+		t.Errorf("the job's own Service has controller %+v, want HPCJob db", ref)
+	}
+}
