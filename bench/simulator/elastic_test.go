@@ -56,7 +56,7 @@ func TestRunElasticTable(t *testing.T) {
 	}
 	for _, want := range []string{
 		"### Elastic scheduler: 6 jobs (trace bench/simulator/testdata/elastic-6jobs.yaml) on 64 slots, rescale gap 1m0s",
-		"| moldable | ", "| elastic | ", "| sim-d | medium | 1 | 120 |", "By rescale gap (elastic)",
+		"| moldable | ", "| elastic | ", "| sim-d | medium | 1 | 120 |", "By rescale gap",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("markdown lacks %q:\n%s", want, out)
