@@ -351,7 +351,7 @@ func jobBinding(e *queue.Entry, job *v1alpha1.HPCJob, u *unstructured.Unstructur
 		}
 	}
 	if job.Spec.LauncherCreationPolicy == v1alpha1.AtStartup {
-		op.targets = append(op.targets, &target{pod: jp.Launcher, create: true, node: jp.Result.Launcher.Node, numa: -1, role: v1alpha1.RoleLauncher})
+		op.targets = append(op.targets, launcherTarget(jp.Launcher, jp.Result.Launcher))
 	}
 	st.Phase = v1alpha1.PhaseRunning
 	st.LauncherCreationTime = nil

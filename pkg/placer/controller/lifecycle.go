@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -351,8 +352,20 @@ func (c *Controller) attemptLauncher(ctx context.Context, e *queue.Entry, now ti
 		return
 	}
 	op := &bindOp{key: e.Key, kind: opLauncher, entry: *e, job: job, jobObj: u, started: now,
-		targets: []*target{{pod: pod, create: true, node: res.Launcher.Node, numa: -1, role: v1alpha1.RoleLauncher}}}
+		targets: []*target{launcherTarget(pod, res.Launcher)}}
 	c.commit(ctx, snap, op)
+}
+
+// launcherTarget creates the launcher bound where the plan put it: in the shared pool, or, for a
+// launcher that runs as a worker, with the NUMA node of its exclusive cores annotated.
+func launcherTarget(pod *corev1.Pod, pl *plan.Placement) *target {
+	if pl.NUMA >= 0 {
+		if pod.Annotations == nil {
+			pod.Annotations = map[string]string{}
+		}
+		pod.Annotations[v1alpha1.AnnotationNUMANode] = strconv.Itoa(pl.NUMA)
+	}
+	return &target{pod: pod, create: true, node: pl.Node, numa: pl.NUMA, role: v1alpha1.RoleLauncher}
 }
 
 // restart places a running job again from scratch: it goes back to Pending with a Scheduled=False

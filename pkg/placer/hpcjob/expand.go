@@ -161,9 +161,28 @@ func Hosts(workers []Worker) []mpi.Host {
 	return out
 }
 
-// Hostfile is the job's MPI hostfile in its implementation's format, in rank order.
+// LauncherHost names the launcher in the hostfile of a job whose launcher runs as a worker: the
+// local host to both MPI launchers, whatever the launcher's own name (its pod's, or its node's on
+// the node's network).
+const LauncherHost = "localhost"
+
+// Hostfile is the job's MPI hostfile in its implementation's format, in rank order: the launcher
+// first with slotsPerWorker slots when it runs as a worker, then the workers.
 func Hostfile(job *v1alpha1.HPCJob, workers []Worker) string {
-	return mpi.Hostfile(job.Spec.MPIImplementation, Hosts(workers))
+	hosts := Hosts(workers)
+	if job.Spec.RunLauncherAsWorker {
+		hosts = append([]mpi.Host{{Name: LauncherHost, Slots: int(job.Spec.SlotsPerWorker)}}, hosts...)
+	}
+	return mpi.Hostfile(job.Spec.MPIImplementation, hosts)
+}
+
+// WorkerTasks is how many of the job's tasks its workers run: all of them, less the launcher's
+// slotsPerWorker when it runs as a worker.
+func WorkerTasks(spec *v1alpha1.HPCJobSpec) int {
+	if spec.RunLauncherAsWorker {
+		return int(spec.Tasks - spec.SlotsPerWorker)
+	}
+	return int(spec.Tasks)
 }
 
 func labels(job *v1alpha1.HPCJob, tmpl map[string]string, role string) map[string]string {
@@ -284,10 +303,10 @@ func addSSHPort(job *v1alpha1.HPCJob, w Worker, c *corev1.Container, hostNetwork
 	c.Env = addEnv(c.Env, mpi.WorkerEnv(job.Spec.MPIImplementation, job.Spec.SSHAuthMountPath, w.Port))
 }
 
-// LauncherPod is the pod that runs mpirun, in the shared pool: the launcher template with the
-// job's labels, the placer as scheduler, the job's PriorityClass, restartPolicy Never unless the
-// template says otherwise,
-// the job's ConfigMap at /etc/mpi (the hostfile at HostfilePath), the job's SSH files at
+// LauncherPod is the pod that runs mpirun, in the shared pool (pinned, with the resources of
+// slotsPerWorker tasks in its first container, when it runs as a worker): the launcher template
+// with the job's labels, the placer as scheduler, the job's PriorityClass, restartPolicy Never
+// unless the template says otherwise, the job's ConfigMap at /etc/mpi (the hostfile at HostfilePath), the job's SSH files at
 // spec.sshAuthMountPath, and in every container the environment that makes a bare mpirun of the
 // job's implementation use them (variables the template sets itself win).
 func LauncherPod(job *v1alpha1.HPCJob, schedulerName string) *corev1.Pod {
@@ -305,6 +324,11 @@ func LauncherPod(job *v1alpha1.HPCJob, schedulerName string) *corev1.Pod {
 	}
 	delete(pod.Labels, v1alpha1.LabelPinning)
 	delete(pod.Annotations, v1alpha1.AnnotationNUMANode)
+	if job.Spec.RunLauncherAsWorker {
+		// Its ranks get exclusive cores like a worker's; the placer chooses their NUMA node.
+		pod.Labels[v1alpha1.LabelPinning] = v1alpha1.PinningExclusive
+		setTaskResources(job, Worker{Tasks: int(job.Spec.SlotsPerWorker)}, &pod.Spec.Containers[0])
+	}
 	pod.Spec.SchedulerName = schedulerName
 	pod.Spec.PriorityClassName = job.Spec.PriorityClassName
 	if pod.Spec.RestartPolicy == "" {

@@ -20,7 +20,8 @@ type Choice struct {
 //   - network profile: Nn=1, Nw=1, Ng=1 (one worker holding every task);
 //   - cpu or memory with scale: Nn=min(available, Nt), Nw=Nn, Ng=Nn;
 //   - cpu or memory with granularity: Nn=min(available, Nt), Nw=Nt, Ng=Nn;
-//   - slotsPerWorker set, whatever the above: Nw=Nt/slotsPerWorker (chooseSlots), available
+//   - slotsPerWorker set, whatever the above: Nw=Nt/slotsPerWorker, one fewer when the launcher
+//     runs as a worker (chooseSlots), available
 //     counting the nodes that can take one such worker.
 //
 // Worker counts are capped at v1alpha1.MaxWorkers. With no available node, scale and
@@ -47,11 +48,11 @@ func Choose(spec *v1alpha1.HPCJobSpec, available int) Choice {
 	}
 }
 
-// chooseSlots is Choose for a spec whose slotsPerWorker fixes Nw = Nt/slotsPerWorker: granularity
+// chooseSlots is Choose for a spec whose slotsPerWorker fixes Nw (v1alpha1.SlotWorkers): granularity
 // none and the network profile keep them in one task group on one node, cpu and memory spread
 // them as scale does, over Nn = min(available, Nw) nodes in Nn groups.
 func chooseSlots(spec *v1alpha1.HPCJobSpec, available int) Choice {
-	nw := int(spec.Tasks / spec.SlotsPerWorker)
+	nw := v1alpha1.SlotWorkers(spec)
 	if spec.Granularity == v1alpha1.GranularityNone || spec.Profile == v1alpha1.ProfileNetwork {
 		return Choice{Nodes: 1, Workers: nw, Groups: 1}
 	}

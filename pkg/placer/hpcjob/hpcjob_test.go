@@ -132,6 +132,42 @@ func TestSlotsPerWorker(t *testing.T) {
 	}
 }
 
+// A launcher that runs as a worker takes the first slotsPerWorker ranks (first in the hostfile,
+// as localhost) and exclusive cores of one NUMA node like a worker; the job has one worker fewer.
+func TestRunLauncherAsWorker(t *testing.T) {
+	s := snapshot.Build(st.Uniform("n", 2, 2, 8, 64))
+	job := newJob(12, v1alpha1.ProfileCPU, v1alpha1.GranularityScale)
+	job.Spec.SlotsPerWorker, job.Spec.RunLauncherAsWorker = 4, true
+	jp := mustPlan(t, s, job)
+	if jp.Choice.Workers != 2 || len(jp.Workers) != 2 {
+		t.Errorf("choice %+v, %d workers; want 2 workers besides the launcher", jp.Choice, len(jp.Workers))
+	}
+	want := "localhost slots=4\nj-worker-0.j-workers.hpc.svc slots=4\nj-worker-1.j-workers.hpc.svc slots=4\n"
+	if jp.Hostfile != want {
+		t.Errorf("hostfile\n%s\nwant\n%s", jp.Hostfile, want)
+	}
+	l := jp.Launcher
+	if l.Labels[v1alpha1.LabelPinning] != v1alpha1.PinningExclusive || l.Spec.Containers[0].Resources.Limits.Cpu().Value() != 4 ||
+		l.Spec.Containers[0].Resources.Requests.Memory().Value() != 4<<30 {
+		t.Errorf("launcher labels %v, resources %+v; want pinned with 4 CPUs and 4Gi", l.Labels, l.Spec.Containers[0].Resources)
+	}
+	if jp.Result.Launcher == nil || jp.Result.Launcher.NUMA < 0 {
+		t.Errorf("launcher placement %+v, want exclusive cores in a NUMA node", jp.Result.Launcher)
+	}
+	// Two workers and the launcher, 4 CPUs each, on 2 nodes of 2 NUMA nodes of 8: no NUMA node
+	// holds more than 8 of them.
+	used := map[string]int{}
+	for _, pl := range jp.Result.Placements {
+		used[fmt.Sprintf("%s/%d", pl.Node, pl.NUMA)] += 4
+	}
+	used[fmt.Sprintf("%s/%d", jp.Result.Launcher.Node, jp.Result.Launcher.NUMA)] += 4
+	for z, n := range used {
+		if n > 8 {
+			t.Errorf("NUMA node %s holds %d pinned CPUs of 8", z, n)
+		}
+	}
+}
+
 func TestSplitTasks(t *testing.T) {
 	for _, tc := range []struct {
 		tasks, workers int

@@ -110,7 +110,7 @@ func PlanJob(s *snapshot.Snapshot, job *v1alpha1.HPCJob, scheduler string) (*Job
 		}
 	}
 	c := Choose(spec, available)
-	jp := expansion(job, Workers(job, SplitTasks(int(spec.Tasks), c.Workers), c.Groups), c.Groups, scheduler)
+	jp := expansion(job, Workers(job, SplitTasks(WorkerTasks(spec), c.Workers), c.Groups), c.Groups, scheduler)
 	jp.Choice = c
 	err := jp.place(s)
 	if err == nil && spec.Granularity == v1alpha1.GranularityNone && jp.Result.NodesUsed > c.Nodes {

@@ -94,7 +94,10 @@ func TestDecodeBadJobs(t *testing.T) {
 		{"slots indivisible", "granularity: granularity", "granularity: scale\n  slotsPerWorker: 5", "spec.slotsPerWorker: Invalid value: 5: must divide tasks (16)"},
 		{"slots above tasks", "granularity: granularity", "granularity: scale\n  slotsPerWorker: 17", "spec.slotsPerWorker: Invalid value: 17: must be between 1 and tasks (16)"},
 		{"slots with granularity", "granularity: granularity", "granularity: granularity\n  slotsPerWorker: 4", "spec.granularity: Invalid value: \"granularity\": granularity runs one task per worker"},
-		{"slots and workers", "granularity: granularity", "granularity: none\n  workers: 3\n  slotsPerWorker: 4", "spec.workers: Invalid value: 3: with slotsPerWorker 4 the job has tasks/slotsPerWorker = 4 workers"},
+		{"slots and workers", "granularity: granularity", "granularity: none\n  workers: 3\n  slotsPerWorker: 4", "spec.workers: Invalid value: 3: with slotsPerWorker 4 the job has 4 workers"},
+		{"launcher as worker without slots", "granularity: granularity", "granularity: scale\n  runLauncherAsWorker: true", "spec.slotsPerWorker: Required value: runLauncherAsWorker gives the launcher slotsPerWorker of the tasks"},
+		{"launcher as worker alone", "granularity: granularity", "granularity: scale\n  runLauncherAsWorker: true\n  slotsPerWorker: 16", "at least one worker the rest; use at most 8"},
+		{"launcher as worker and workers", "granularity: granularity", "granularity: none\n  runLauncherAsWorker: true\n  slotsPerWorker: 4\n  workers: 4", "the job has 3 workers"},
 		{"slots elastic", "granularity: granularity", "elastic: {minReplicas: 2, maxReplicas: 4}\n  slotsPerWorker: 4", "spec.slotsPerWorker: Forbidden: an elastic job's workers"},
 		{"not yaml", "kind: HPCJob", "kind: [HPCJob", "not valid YAML or JSON"},
 	}

@@ -89,6 +89,11 @@ type HPCJobSpec struct {
 	// name: the job then has tasks/slotsPerWorker workers, and granularity selection only chooses
 	// their nodes and task groups. Unset, granularity decides the tasks per worker.
 	SlotsPerWorker int32 `json:"slotsPerWorker,omitempty"`
+	// RunLauncherAsWorker makes the launcher run slotsPerWorker of the tasks too, as MPI
+	// Operator's field of the name: it comes first in the hostfile (ranks 0 to slotsPerWorker-1,
+	// under its own host name), is pinned like a worker (exclusive cores of one NUMA node, CPU and
+	// memory of slotsPerWorker tasks) and the job has one worker fewer. Needs slotsPerWorker.
+	RunLauncherAsWorker bool `json:"runLauncherAsWorker,omitempty"`
 	// TaskResources is what one MPI task needs; a worker asks for it times its task count.
 	TaskResources TaskResources `json:"taskResources"`
 	// PriorityClassName names the PriorityClass whose value is the job's priority, as for a pod;

@@ -19,7 +19,7 @@ func MaxWorkersOf(spec *HPCJobSpec) int {
 	case spec.Elastic != nil:
 		return int(spec.Elastic.MaxReplicas)
 	case spec.SlotsPerWorker > 0:
-		return int(spec.Tasks / spec.SlotsPerWorker)
+		return SlotWorkers(spec)
 	case spec.Granularity == GranularityNone:
 		return int(spec.Workers)
 	default:
@@ -64,6 +64,9 @@ func validateCounts(spec *HPCJobSpec, sp *field.Path) field.ErrorList {
 		errs = append(errs, field.Invalid(sp.Child("workers"), spec.Workers,
 			fmt.Sprintf("must be between 1 and min(tasks, %d); a worker runs at least one task", MaxWorkers)))
 	}
+	if spec.RunLauncherAsWorker && spec.SlotsPerWorker == 0 {
+		errs = append(errs, field.Required(sp.Child("slotsPerWorker"), "runLauncherAsWorker gives the launcher slotsPerWorker of the tasks; set slotsPerWorker"))
+	}
 	if spec.SlotsPerWorker != 0 {
 		errs = append(errs, validateSlots(spec, sp)...)
 	} else if spec.Granularity == GranularityNone && spec.Workers == 0 && spec.Elastic == nil {
@@ -103,6 +106,16 @@ func validateCounts(spec *HPCJobSpec, sp *field.Path) field.ErrorList {
 	return errs
 }
 
+// SlotWorkers is the worker count a spec with slotsPerWorker fixes: tasks/slotsPerWorker, less
+// the launcher when it runs as a worker.
+func SlotWorkers(spec *HPCJobSpec) int {
+	n := int(spec.Tasks / spec.SlotsPerWorker)
+	if spec.RunLauncherAsWorker {
+		n--
+	}
+	return n
+}
+
 // validateSlots checks slotsPerWorker against the counts it fixes: it divides tasks into at most
 // MaxWorkers workers, agrees with workers when both are set, and leaves no room for a policy that
 // sizes workers itself (granularity's one task per worker, elastic's tasks/maxReplicas).
@@ -121,9 +134,12 @@ func validateSlots(spec *HPCJobSpec, sp *field.Path) field.ErrorList {
 	case spec.Granularity == GranularityFine && slots != 1:
 		return field.ErrorList{field.Invalid(sp.Child("granularity"), spec.Granularity,
 			"granularity runs one task per worker, slotsPerWorker more; use scale (or none) with slotsPerWorker")}
-	case spec.Workers != 0 && spec.Workers != spec.Tasks/slots:
+	case spec.RunLauncherAsWorker && spec.Tasks/slots < 2:
+		return field.ErrorList{field.Invalid(fp, slots,
+			fmt.Sprintf("with runLauncherAsWorker the launcher runs slotsPerWorker of the %d tasks and at least one worker the rest; use at most %d", spec.Tasks, spec.Tasks/2))}
+	case spec.Workers != 0 && int(spec.Workers) != SlotWorkers(spec):
 		return field.ErrorList{field.Invalid(sp.Child("workers"), spec.Workers,
-			fmt.Sprintf("with slotsPerWorker %d the job has tasks/slotsPerWorker = %d workers; leave workers unset or set that", slots, spec.Tasks/slots))}
+			fmt.Sprintf("with slotsPerWorker %d the job has %d workers (tasks/slotsPerWorker, less the launcher when it runs as a worker); leave workers unset or set that", slots, SlotWorkers(spec)))}
 	}
 	return nil
 }
