@@ -129,21 +129,20 @@ type elasticRun struct {
 	wakeAt   float64
 	usage    []UsageStep
 	held     float64
-	// order is a pass's merged order; classMin, slack, slackDirty and passedMin serve its quick
-	// tests.
-	classMin   map[int32]int
-	order      []*ejob
+	byKey    map[string]*ejob
+	// slack, slackDirty, minWaiting and quota serve the quick tests of arrive and complete.
+	quota      map[int]int
 	slack      []slackStep
 	slackDirty bool
-	passedMin  int
+	minWaiting int
 }
 
-// SimulateElastic runs jobs (ordered by arrival) under one strategy: at every instant jobs end,
-// arrive and wake, then the policy serves waiting and running jobs together in its order
-// (elastic.Before: priority, then submission): a waiting job asks elastic.NewJob — over the
-// running jobs elastic.Victims lets it shrink, and the slot fit elastic.Slots — and starts when
-// it gets workers; a running job grows into free slots when elastic.MayGrow allows, up to its
-// maximum. Rigid and moldable jobs take the same path and are never rescaled.
+// SimulateElastic runs jobs (ordered by arrival) under one strategy, as the elastic scheduler
+// does: at every instant jobs end and rescale gaps end, and when either freed anything
+// elastic.CompleteJob hands the free slots to running and waiting jobs in priority order; then
+// each arriving job asks elastic.NewJob — over the running jobs elastic.Victims lets it shrink,
+// and the slot fit elastic.Slots — and starts, or waits for a completeJob. Rigid and moldable
+// jobs take the same path and are never rescaled.
 func SimulateElastic(jobs []ElasticJob, strategy ElasticStrategy, o ElasticOptions) (*ElasticResult, error) {
 	if err := o.Model.Validate(); err != nil {
 		return nil, err
@@ -154,7 +153,7 @@ func SimulateElastic(jobs []ElasticJob, strategy ElasticStrategy, o ElasticOptio
 	if o.RescaleGap < 0 {
 		return nil, fmt.Errorf("elastic: rescale gap %v; want 0 or more", o.RescaleGap)
 	}
-	r := &elasticRun{o: &o, strategy: strategy, free: o.Slots, wakeAt: -1, classMin: map[int32]int{}}
+	r := &elasticRun{o: &o, strategy: strategy, free: o.Slots, wakeAt: -1, byKey: map[string]*ejob{}, quota: map[int]int{}, minWaiting: math.MaxInt}
 	for i := range jobs {
 		j := &jobs[i]
 		if i > 0 && j.Arrival < jobs[i-1].Arrival {
@@ -168,11 +167,15 @@ func SimulateElastic(jobs []ElasticJob, strategy ElasticStrategy, o ElasticOptio
 		if err != nil {
 			return nil, err
 		}
+		if _, dup := r.byKey[j.Name]; dup {
+			return nil, fmt.Errorf("elastic: two jobs named %s; give every job its own name", j.Name)
+		}
 		sub := epochAt(j.Arrival.Seconds())
 		r.jobs = append(r.jobs, &ejob{spec: j, typ: typ, idx: i, steps: float64(j.Timesteps), pj: elastic.Job{
 			Key: j.Name, Priority: j.Priority, Submitted: sub, Min: lo, Max: hi,
 			Rescalable: strategy == Elastic, Gap: o.RescaleGap,
 		}})
+		r.byKey[j.Name] = r.jobs[i]
 	}
 	byPolicy := slices.Clone(r.jobs)
 	slices.SortFunc(byPolicy, func(a, b *ejob) int { return elastic.Before(a.pj, b.pj) })
@@ -192,26 +195,29 @@ func SimulateElastic(jobs []ElasticJob, strategy ElasticStrategy, o ElasticOptio
 			break
 		}
 		r.account(at)
+		now := epochAt(at)
+		// Rescale gaps end with time: what jobs may give up is recomputed at each instant.
+		r.slackDirty = true
+		freed := false
 		for len(r.events) > 0 && r.events[0].at <= at {
 			ev := heap.Pop(&r.events).(eevent)
 			if ev.job < 0 {
-				r.wakeAt = -1
+				r.wakeAt, freed = -1, true
 				continue
 			}
 			if j := r.jobs[ev.job]; j.gen == ev.gen && j.running {
 				r.finish(j)
+				freed = true
 			}
+		}
+		if freed {
+			r.complete(now)
 		}
 		for next < len(r.jobs) && r.jobs[next].spec.Arrival.Seconds() <= at {
-			j := r.jobs[next]
-			at, _ := slices.BinarySearchFunc(r.waiting, j, r.before)
-			r.waiting = slices.Insert(r.waiting, at, j)
-			if m, ok := r.classMin[j.pj.Priority]; !ok || j.pj.Min < m {
-				r.classMin[j.pj.Priority] = j.pj.Min
-			}
+			r.arrive(r.jobs[next], now)
 			next++
 		}
-		r.schedule()
+		r.wake()
 	}
 	for _, j := range r.jobs {
 		if !j.done {
@@ -291,6 +297,7 @@ func (r *elasticRun) finish(j *ejob) {
 	r.free += j.pj.Workers + 1
 	r.setUsed(r.used - j.pj.Workers)
 	r.running = slices.DeleteFunc(r.running, func(x *ejob) bool { return x == j })
+	r.slackDirty = true
 }
 
 // resize changes a running job's replicas at now: it stalls for the rescale's checkpoint,
@@ -311,58 +318,12 @@ func (r *elasticRun) resize(j *ejob, to int) {
 	r.plan(j)
 }
 
-// schedule serves waiting and running jobs in the policy's order, then sets a wake-up at the
-// next end of a rescale gap if a job is held back by one. Waiting and running jobs are each
-// kept in that order (running jobs' priorities never change; waiting ones' only with aging), so
-// a pass merges them.
-func (r *elasticRun) schedule() {
-	now := epochAt(r.now)
-	if r.o.Aging.PerHour > 0 {
-		for _, w := range r.waiting {
-			w.pj.Priority = r.o.Aging.Priority(w.spec.Priority, now.Sub(w.pj.Submitted))
-		}
-		slices.SortStableFunc(r.waiting, func(a, b *ejob) int { return elastic.Before(a.pj, b.pj) })
-		r.waitingChanged()
-	}
-	r.slackDirty = true
-	r.passedMin = math.MaxInt
-	if !r.anyMayStart(now) {
-		// No waiting job starts, so none holds a running job back from growing.
-		for _, j := range r.running {
-			r.grow(j, now)
-		}
-		r.wake()
-		return
-	}
-	r.order = r.order[:0]
-	wi, ri := 0, 0
-	for wi < len(r.waiting) || ri < len(r.running) {
-		if ri == len(r.running) || (wi < len(r.waiting) && r.before(r.waiting[wi], r.running[ri]) < 0) {
-			r.order = append(r.order, r.waiting[wi])
-			wi++
-		} else {
-			r.order = append(r.order, r.running[ri])
-			ri++
-		}
-	}
-	for _, j := range r.order {
-		if j.running {
-			r.grow(j, now)
-			continue
-		}
-		r.tryStart(j, now)
-		if !j.running {
-			r.passedMin = min(r.passedMin, j.pj.Min)
-		}
-	}
-	r.wake()
-}
-
-// tryStart is newJob for a waiting job. It asks the policy only when the job can start: when
-// its minimum fits the free slots and what the jobs it may shrink hold above their minimums,
-// which is newJob's own second test.
-func (r *elasticRun) tryStart(j *ejob, now time.Time) {
+// arrive is newJob for a job that arrives: it starts, after the shrinks the policy chose, or
+// it waits. The policy is asked only when the job can start: when its minimum fits the free
+// slots and what the jobs it may shrink hold above their minimums, newJob's own second test.
+func (r *elasticRun) arrive(j *ejob, now time.Time) {
 	if j.pj.Min > r.free-1+r.slackFor(j.pj.Priority, now) {
+		r.wait(j)
 		return
 	}
 	var victims []elastic.Job
@@ -379,49 +340,91 @@ func (r *elasticRun) tryStart(j *ejob, now time.Time) {
 	}
 	begin := r.now
 	for _, s := range st.Shrinks {
-		v := r.byName(s.Key)
-		if v.pj.Workers != s.From {
+		v := r.byKey[s.Key]
+		if !v.running || v.pj.Workers != s.From {
 			panic(fmt.Sprintf("elastic: newJob shrinks %s from %d, it has %d", s.Key, s.From, v.pj.Workers))
 		}
 		begin = max(begin, max(r.now, v.stall)+r.o.Model.Checkpoint(s.From))
 		r.resize(v, s.To)
 	}
-	r.waiting = slices.DeleteFunc(r.waiting, func(x *ejob) bool { return x == j })
-	r.waitingChanged()
-	j.pj.Priority = j.spec.Priority
-	j.running, j.start, j.last, j.stall, j.startWith = true, begin, r.now, begin, st.Workers
-	j.pj.Workers, j.pj.LastRescale = st.Workers, epochAt(begin)
-	r.free -= st.Workers + 1
-	if r.free < 0 {
-		panic(fmt.Sprintf("elastic: starting %s with %d replicas leaves %d slots", j.spec.Name, st.Workers, r.free))
+	r.start(j, st.Workers, begin)
+}
+
+// wait queues a job that cannot start.
+func (r *elasticRun) wait(j *ejob) {
+	at, _ := slices.BinarySearchFunc(r.waiting, j, r.before)
+	r.waiting = slices.Insert(r.waiting, at, j)
+	r.minWaiting = min(r.minWaiting, j.pj.Min)
+}
+
+// start runs a job with workers replicas; it progresses from begin on.
+func (r *elasticRun) start(j *ejob, workers int, begin float64) {
+	if i := slices.Index(r.waiting, j); i >= 0 {
+		r.waiting = slices.Delete(r.waiting, i, i+1)
+		r.minWaiting = math.MaxInt
+		for _, w := range r.waiting {
+			r.minWaiting = min(r.minWaiting, w.pj.Min)
+		}
 	}
-	r.setUsed(r.used + st.Workers)
-	at, _ := slices.BinarySearchFunc(r.running, j, r.before)
-	r.running = slices.Insert(r.running, at, j)
+	j.pj.Priority = j.spec.Priority
+	j.running, j.start, j.last, j.stall, j.startWith = true, begin, r.now, begin, workers
+	j.pj.Workers, j.pj.LastRescale = workers, epochAt(begin)
+	r.free -= workers + 1
+	if r.free < 0 {
+		panic(fmt.Sprintf("elastic: starting %s with %d replicas leaves %d slots", j.spec.Name, workers, r.free))
+	}
+	r.setUsed(r.used + workers)
+	r.running = append(r.running, j)
 	r.slackDirty = true
 	r.plan(j)
 }
 
-// waitingChanged recomputes the smallest minimum of the waiting jobs of each priority.
-func (r *elasticRun) waitingChanged() {
-	clear(r.classMin)
-	for _, w := range r.waiting {
-		if m, ok := r.classMin[w.pj.Priority]; !ok || w.pj.Min < m {
-			r.classMin[w.pj.Priority] = w.pj.Min
+// complete is completeJob, run when a job ends or a rescale gap that held a job back ends:
+// elastic.CompleteJob hands the free slots (elastic.SlotRoom) to running and waiting jobs in
+// priority order. It is given only the jobs that could take any: running jobs that may grow
+// (rescalable, below their maximum, out of their gap) and waiting jobs whose minimum fits the
+// free slots.
+func (r *elasticRun) complete(now time.Time) {
+	if r.free <= 0 {
+		return
+	}
+	var cands []elastic.Job
+	for _, x := range r.running {
+		if x.pj.Rescalable && x.pj.Workers < x.pj.Max && x.pj.Due(now) {
+			cands = append(cands, x.pj)
 		}
 	}
-}
-
-// anyMayStart reports whether a waiting job can start now: whether, for some priority, the
-// smallest minimum of the waiting jobs of that priority fits the free slots and what the jobs
-// they may shrink hold above their minimums.
-func (r *elasticRun) anyMayStart(now time.Time) bool {
-	for p, m := range r.classMin {
-		if m <= r.free-1+r.slackFor(p, now) {
-			return true
+	if r.minWaiting <= r.free-1 {
+		if r.o.Aging.PerHour > 0 {
+			for _, w := range r.waiting {
+				w.pj.Priority = r.o.Aging.Priority(w.spec.Priority, now.Sub(w.pj.Submitted))
+			}
+			slices.SortStableFunc(r.waiting, r.before)
+		}
+		// Of the waiting jobs of one minimum m, in priority order, those that start are the
+		// first ones (room only shrinks, so once one does not fit, none after it does), at most
+		// free/(m+1) of them: the others need not be asked.
+		clear(r.quota)
+		for _, w := range r.waiting {
+			m := w.pj.Min
+			if m > r.free-1 || r.quota[m] >= r.free/(m+1) {
+				continue
+			}
+			r.quota[m]++
+			cands = append(cands, w.pj)
 		}
 	}
-	return false
+	if len(cands) == 0 {
+		return
+	}
+	for _, g := range elastic.CompleteJob(cands, now, &elastic.SlotRoom{Free: r.free}) {
+		j := r.byKey[g.Key]
+		if g.From == 0 {
+			r.start(j, g.To, r.now)
+		} else {
+			r.resize(j, g.To)
+		}
+	}
 }
 
 // slackStep is what the running jobs newJob may shrink for a job of priority up to prio hold
@@ -458,43 +461,17 @@ func (r *elasticRun) slackFor(p int32, now time.Time) int {
 	return r.slack[i-1].sum
 }
 
-// grow is completeJob's expansion of a running job into free slots. The waiting jobs that
-// could hold it back come before it in the policy's order and fit at their minimum now: they
-// are among those this pass has already tried, and none is when the smallest minimum of those
-// (passedMin) does not fit.
-func (r *elasticRun) grow(j *ejob, now time.Time) {
-	if r.free <= 0 {
-		return
-	}
-	var waiting []elastic.Job
-	if r.passedMin <= r.free-1 {
-		for _, w := range r.waiting {
-			if r.before(w, j) > 0 {
-				break
-			}
-			if w.pj.Min <= r.free-1 {
-				waiting = append(waiting, w.pj)
-			}
-		}
-	}
-	starts := func(w elastic.Job) bool { return elastic.Slots(r.free)(w.Min, nil) }
-	if !elastic.MayGrow(j.pj, waiting, now, starts) {
-		return
-	}
-	r.resize(j, min(j.pj.Max, j.pj.Workers+r.free))
-}
-
-// wake sets a wake-up at the earliest end of a rescale gap that holds a job back: a running
-// job that could grow into free slots, or one a waiting job could shrink.
+// wake sets a wake-up at the earliest end of a rescale gap that holds back a running job that
+// could grow into free slots.
 func (r *elasticRun) wake() {
-	if r.strategy != Elastic || (r.free == 0 && len(r.waiting) == 0) {
+	if r.strategy != Elastic || r.free == 0 {
 		return
 	}
 	at := math.Inf(1)
 	for _, j := range r.running {
 		// A microsecond late, so that the policy's clock sees the gap over.
 		due := j.pj.LastRescale.Sub(elasticEpoch).Seconds() + r.o.RescaleGap.Seconds() + 1e-6
-		if due > r.now && ((r.free > 0 && j.pj.Workers < j.pj.Max) || (len(r.waiting) > 0 && j.pj.Workers > j.pj.Min)) {
+		if due > r.now && j.pj.Workers < j.pj.Max {
 			at = math.Min(at, due)
 		}
 	}
@@ -503,15 +480,6 @@ func (r *elasticRun) wake() {
 	}
 	r.wakeAt = at
 	r.push(eevent{at: at, job: -1})
-}
-
-func (r *elasticRun) byName(name string) *ejob {
-	for _, x := range r.running {
-		if x.spec.Name == name {
-			return x
-		}
-	}
-	panic("elastic: newJob named a job that is not running: " + name)
 }
 
 // result sums a finished run up.
