@@ -35,13 +35,18 @@ type kubeHold struct {
 // no NUMA nodes. With the static CPU manager (KubeStatic) the kubelet then gives each container
 // exclusive CPUs as bench/internal/kubelet models it, without topology-manager alignment
 // (takeByTopologyNUMAPacked over the whole node: whole NUMA nodes, whole cores, then threads,
-// fullest NUMA node first, spanning NUMA nodes when it must). Without it every container floats
+// fullest NUMA node first, spanning NUMA nodes when it must); under the topology manager's
+// best-effort policy (KubeStaticBestEffort) from the lowest-numbered NUMA node that has room for
+// the whole container, spanning only when none has. Without it every container floats
 // over the whole node. A job's containers are bound all together or not at all.
 type kube struct {
 	strategy Strategy
 	static   bool
-	topo     *topology.Topology
-	cm       *kubelet.CPUManager
+	// bestEffort aligns a container to one NUMA node when one has room (topology manager
+	// best-effort).
+	bestEffort bool
+	topo       *topology.Topology
+	cm         *kubelet.CPUManager
 	// staticSize is each NUMA node's CPUs the static CPU manager may hand out.
 	staticSize       []int
 	maxNUMA          int
@@ -57,7 +62,8 @@ type kube struct {
 
 func newKube(s Strategy, topo *topology.Topology, nodes, reserved, jobs int) *kube {
 	k := &kube{
-		strategy: s, static: s.Deployment == KubeStatic, topo: topo, cm: kubelet.New(topo), maxNUMA: maxNUMACPUs(topo),
+		strategy: s, static: s.Deployment == KubeStatic || s.Deployment == KubeStaticBestEffort,
+		bestEffort: s.Deployment == KubeStaticBestEffort, topo: topo, cm: kubelet.New(topo), maxNUMA: maxNUMACPUs(topo),
 		allocMilli: int64(topo.NumCPUs()-reserved) * 1000, nodes: make([]kubeNode, nodes), held: make([][]kubeHold, jobs),
 		scratchMilli: make([]int64, nodes), scratchMem: make([]int64, nodes),
 	}
@@ -146,7 +152,13 @@ func (k *kube) place(r *run) (attempt, error) {
 		n.reqMem += h.mem
 		placed[ci] = Placed{Node: h.node, Tasks: t, Threads: t * int(cpu)}
 		if k.static {
-			h.cpus, _ = k.cm.TakePacked(n.free, t*int(cpu), topology.NoNUMA)
+			within := topology.NoNUMA
+			if k.bestEffort {
+				if z, ok := k.cm.SingleNUMANode(n.free, t*int(cpu)); ok {
+					within = z
+				}
+			}
+			h.cpus, _ = k.cm.TakePacked(n.free, t*int(cpu), within)
 			h.cpusPerNUMA = k.countPerNUMA(h.cpus)
 			placed[ci].CPUs = h.cpusPerNUMA
 		}

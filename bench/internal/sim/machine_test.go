@@ -36,14 +36,14 @@ func TestLoadMachine(t *testing.T) {
 
 func TestSelectStrategies(t *testing.T) {
 	all, err := SelectStrategies(nil)
-	if err != nil || len(all) != 16 {
+	if err != nil || len(all) != 17 {
 		t.Fatalf("%d strategies, %v", len(all), err)
 	}
 	names := map[string]bool{}
 	for _, s := range all {
 		names[s.Name] = true
 	}
-	for _, n := range []string{"k8s", "k8s-per-node", "k8s-static", "finegrain", "finegrain-scale-least", "finegrain-none-most-exclusive", "finegrain-granularity-most"} {
+	for _, n := range []string{"k8s", "k8s-per-node", "k8s-static", "k8s-static-besteffort", "finegrain", "finegrain-scale-least", "finegrain-none-most-exclusive", "finegrain-granularity-most"} {
 		if !names[n] {
 			t.Errorf("no strategy %s", n)
 		}

@@ -17,6 +17,11 @@ const (
 	// KubeStatic is kube-scheduler with the kubelet's static CPU manager and topology manager
 	// none: exclusive cores, taken NUMA-packed, spanning NUMA nodes when one has no room.
 	KubeStatic
+	// KubeStaticBestEffort is KubeStatic under the topology manager's best-effort policy: a
+	// container that fits one NUMA node gets its CPUs there (the lowest-numbered such node), one
+	// that fits none is admitted and spans, as under KubeStatic. The fine-grained scheduling
+	// paper's CM baseline.
+	KubeStaticBestEffort
 	// Finegrain is the placer (granularity, expansion, task groups, gang) and the node agent's
 	// allocator (exclusive cores of one NUMA node).
 	Finegrain
@@ -37,7 +42,7 @@ const (
 type Strategy struct {
 	Name       string
 	Deployment Deployment
-	// Containers applies to Kube and KubeStatic.
+	// Containers applies to Kube, KubeStatic and KubeStaticBestEffort.
 	Containers Containers
 	// Granularity, Placement and ExclusiveNodes override the trace's choices for Finegrain; empty
 	// or nil keeps what each job asks for.
@@ -51,11 +56,14 @@ const (
 	StrategyKube        = "k8s"
 	StrategyKubePerNode = "k8s-per-node"
 	StrategyKubeStatic  = "k8s-static"
-	StrategyFinegrain   = "finegrain"
+	// StrategyKubeStaticBestEffort is KubeStaticBestEffort with the job's own worker count.
+	StrategyKubeStaticBestEffort = "k8s-static-besteffort"
+	StrategyFinegrain            = "finegrain"
 )
 
 // Strategies returns every strategy: the three Kubernetes ones, finegrain with each job's own
-// policies, then finegrain-<granularity>-<least|most>[-exclusive] for every combination.
+// policies, finegrain-<granularity>-<least|most>[-exclusive] for every combination, then the
+// static CPU manager under the topology manager's best-effort policy.
 func Strategies() []Strategy {
 	out := []Strategy{
 		{Name: StrategyKube, Deployment: Kube, Containers: UserWorkers},
@@ -74,7 +82,7 @@ func Strategies() []Strategy {
 			}
 		}
 	}
-	return out
+	return append(out, Strategy{Name: StrategyKubeStaticBestEffort, Deployment: KubeStaticBestEffort, Containers: UserWorkers})
 }
 
 // SelectStrategies returns the named strategies in the order given; "all" (or no names) is every
