@@ -5,14 +5,18 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8stypes "k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
 	"github.com/finegrain-dev/finegrain/pkg/apis/finegrain/v1alpha1"
@@ -342,5 +346,54 @@ func TestElasticJobShrinksForItsMaximum(t *testing.T) {
 	}
 	if got := h.job("hpc", "big").Status.Workers; got != 2 {
 		t.Errorf("big started with %d workers, want its maximum 2", got)
+	}
+}
+
+// restartController replaces the harness's controller by a new one on the same API objects, as a
+// restarted placer (or a new leader) would start.
+func (h *harness) restartController() {
+	h.t.Helper()
+	h.stop()
+	c, err := New(h.kube, h.dyn, h.rec, prometheus.NewRegistry(), slog.New(slog.NewTextHandler(io.Discard, nil)), h.c.opts)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	h.c, h.cancel, h.done = c, cancel, make(chan struct{})
+	done := h.done
+	go func() {
+		defer close(done)
+		if err := c.Run(ctx); err != nil {
+			h.t.Errorf("Run: %v", err)
+		}
+	}()
+}
+
+// A placer that restarts while a growth waits for its new workers rolls it back: the new workers
+// go, the hostfile is the job's again, and Rescaling says what happened.
+func TestInterruptedGrowthIsRolledBack(t *testing.T) {
+	h := growScene(t)
+	h.eventually("new workers bound, the growth waiting for them", func() bool {
+		return len(h.workerNames("hpc", "el")) == 4 && h.condition("hpc", "el", ConditionRescaling) != nil
+	})
+	fresh := map[string]k8stypes.UID{}
+	for _, p := range h.pods("hpc") {
+		if p.Name == "el-worker-2" || p.Name == "el-worker-3" {
+			fresh[p.Name] = p.UID
+		}
+	}
+	h.restartController()
+	want := "Warning RescaleInterrupted el: the placer restarted during a rescale; the job keeps its 2 workers (2 new workers deleted, its hostfile published again)"
+	h.eventually("the growth rolled back", func() bool { return h.rec.find(want) })
+	h.eventually("its new workers deleted", func() bool {
+		for _, p := range h.pods("hpc") {
+			if uid, ok := fresh[p.Name]; ok && p.UID == uid {
+				return false
+			}
+		}
+		return true
+	})
+	if s := h.job("hpc", "el").Status; s.Workers != 2 || h.hostfileLines("el") != 2 {
+		t.Errorf("after the roll-back: %d workers, hostfile of %d; want 2", s.Workers, h.hostfileLines("el"))
 	}
 }

@@ -185,7 +185,7 @@ func (c *Controller) syncRunning(ctx context.Context, u *unstructured.Unstructur
 	if c.syncLauncher(ctx, u, job, st, pods, now) {
 		return
 	}
-	if c.inflight[expandKey] != nil || c.inflight[rkey] != nil {
+	if c.inflight[expandKey] != nil || c.inflight[rkey] != nil || c.interruptedRescale(ctx, u, job, st, now) {
 		return
 	}
 	// A job without a rescale hook keeps the size it started with.

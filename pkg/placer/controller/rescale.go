@@ -9,6 +9,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
@@ -29,6 +30,7 @@ const (
 	ReasonRescaleAcknowledged = "RescaleAcknowledged"
 	ReasonRescaleTimeout      = "RescaleTimeout"
 	ReasonRescaleFailed       = "RescaleFailed"
+	ReasonRescaleInterrupted  = "RescaleInterrupted"
 )
 
 const rescalePrefix = "rescale "
@@ -255,6 +257,49 @@ func (c *Controller) finishRescale(ctx context.Context, op *bindOp) {
 	c.metrics.Rescales.WithLabelValues(r.request.Direction).Inc()
 	c.log.Info("elastic job rescaled", "job", ns+"/"+name, "from", from, "to", to)
 	c.markDirty(ns + "/" + name)
+}
+
+// interruptedRescale rolls back a rescale that a restart of the placer (or a new leader) cut
+// short: the Rescaling condition is True, yet no rescale is under way — only the placer that
+// started it knew its steps. The job keeps the size its status gives: a growth's new workers (the
+// highest-numbered, beyond that size) are deleted, the hostfile of the job's workers is published
+// again, and Rescaling turns False with RescaleInterrupted. It reports whether it found one.
+func (c *Controller) interruptedRescale(ctx context.Context, u *unstructured.Unstructured, job *v1alpha1.HPCJob, st *v1alpha1.HPCJobStatus, now time.Time) bool {
+	if !meta.IsStatusConditionTrue(st.Conditions, ConditionRescaling) {
+		return false
+	}
+	workers, _ := c.liveWorkers(job, now)
+	keep, extra := workers, []*corev1.Pod(nil)
+	if n := int(st.Workers); len(workers) > n {
+		keep, extra = workers[:n], workers[n:]
+	}
+	gone := map[string]bool{}
+	for _, p := range extra {
+		gone[p.Name] = true
+	}
+	st.Placements = slices.DeleteFunc(st.Placements, func(p v1alpha1.WorkerPlacement) bool { return gone[p.Worker] })
+	st.Nodes = int32(distinctNodes(st.Placements))
+	ws := make([]hpcjob.Worker, len(keep))
+	for i, p := range keep {
+		ws[i] = hpcjob.WorkerOf(job, p)
+	}
+	cm := hpcjob.HostfileConfigMap(job, ws)
+	c.binds.Add(1)
+	go func() {
+		defer c.binds.Done()
+		if err := c.applyConfigMap(ctx, job, cm); err != nil {
+			c.log.Warn("republishing the hostfile after an interrupted rescale failed", "job", job.Namespace+"/"+job.Name, "err", err)
+		}
+	}()
+	zero := int64(0)
+	c.deletePods(ctx, job, extra, &zero)
+	msg := fmt.Sprintf("the placer restarted during a rescale; the job keeps its %d workers (%d new workers deleted, its hostfile published again)",
+		len(keep), len(extra))
+	st.LastRescaleTime = &metav1.Time{Time: now}
+	setCondition(st, ConditionRescaling, metav1.ConditionFalse, ReasonRescaleInterrupted, msg)
+	c.writeStatus(ctx, u, st)
+	c.event(u, true, ReasonRescaleInterrupted, "%s", msg)
+	return true
 }
 
 func (c *Controller) markDirty(key string) {
