@@ -158,6 +158,9 @@ func TestInvalidErrorListsEveryProblem(t *testing.T) {
 func FuzzDecode(f *testing.F) {
 	f.Add([]byte(goodJob))
 	f.Add([]byte(strings.Replace(goodJob, "granularity: granularity", "granularity: scale\n  elastic: {minReplicas: 2, maxReplicas: 4}", 1)))
+	f.Add([]byte(strings.Replace(goodJob, "granularity: granularity",
+		"elastic: {minReplicas: 2, maxReplicas: 4, rescaleHook: {http: {port: 8080, path: /r}, timeoutSeconds: 5}}", 1)))
+	f.Add([]byte(strings.Replace(goodJob, "granularity: granularity", "elastic: {minReplicas: 2, maxReplicas: 4, rescaleHook: {exec: {command: [sh, -c, cat]}}}", 1)))
 	f.Add([]byte(`{"apiVersion":"finegrain.dev/v1alpha1","kind":"HPCJob","metadata":{"name":"x"},"spec":{"tasks":1,"taskResources":{"cpu":"1"},"launcher":{"spec":{"containers":[{"name":"a"}]}},"worker":{"spec":{"containers":[{"name":"b"}]}}}}`))
 	f.Add([]byte("kind: HPCJob\nspec: {tasks: -1}"))
 	f.Add([]byte("- a\n- b"))
