@@ -397,3 +397,40 @@ func TestInterruptedGrowthIsRolledBack(t *testing.T) {
 		t.Errorf("after the roll-back: %d workers, hostfile of %d; want 2", s.Workers, h.hostfileLines("el"))
 	}
 }
+
+// completeJob: room that appears goes first to a waiting gang of higher priority that can start,
+// and only what is left to the elastic job; a waiting gang that can never fit, however high its
+// priority, does not hold the growth back.
+func TestElasticGrowthYieldsOnlyToGangsThatFit(t *testing.T) {
+	h := newHarness(t, testOptions(), append(cluster(1, 9), priorityClass("urgent", 10, false), hpcJob("el", 32, hooked(1, 4)))...)
+	h.eventually("job running", func() bool { return h.phase("hpc", "el") == v1alpha1.PhaseRunning })
+	h.runLauncher("hpc", "el")
+	h.createJob(hpcJob("nowhere", 8, func(s *v1alpha1.HPCJobSpec) {
+		s.PriorityClassName = "urgent"
+		s.Profile = v1alpha1.ProfileNetwork
+		s.Worker.Spec.NodeSelector = map[string]string{"finegrain.dev/test": "no-such-node"}
+	}))
+	h.createJob(hpcJob("next", 8, func(s *v1alpha1.HPCJobSpec) {
+		s.PriorityClassName = "urgent"
+		s.Profile = v1alpha1.ProfileNetwork
+	}))
+	h.eventually("both urgent jobs waiting", func() bool {
+		return h.rec.find("Warning Unschedulable nowhere") && h.rec.find("Warning Unschedulable next")
+	})
+	in := st.Uniform("n", 2, 2, 9, 64)
+	h.create(in.Nodes[1])
+	h.create(in.Topologies[1])
+	h.eventually("the elastic job's new worker bound", func() bool { return len(h.workerNames("hpc", "el")) == 3 })
+	for _, w := range h.workerNames("hpc", "el") {
+		h.setReady("hpc", w)
+	}
+	h.eventually("next running and the elastic job grown into the rest", func() bool {
+		return h.phase("hpc", "next") == v1alpha1.PhaseRunning && h.job("hpc", "el").Status.Workers == 3
+	})
+	if p := h.phase("hpc", "nowhere"); p == v1alpha1.PhaseRunning {
+		t.Errorf("nowhere %s", p)
+	}
+	if r := h.hooks().calls(); len(r) != 1 || r[0].ToWorkers != 3 {
+		t.Errorf("hook calls %+v, want one growth to 3", r)
+	}
+}
