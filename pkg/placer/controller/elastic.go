@@ -94,7 +94,7 @@ func (c *Controller) attemptExpand(ctx context.Context, e *queue.Entry, now time
 	var launcher *corev1.Pod
 	if x.waiting == 0 && job.Spec.Elastic != nil {
 		launcher = c.rescalableLauncher(job, now)
-		if launcher == nil || !c.mayGrow(job, st, e, snap, now) {
+		if launcher == nil || !c.mayGrow(u, job, st, e, snap, now) {
 			c.queue.Failed(e.Key, now)
 			return
 		}
@@ -152,8 +152,7 @@ func (c *Controller) rescalableLauncher(job *v1alpha1.HPCJob, now time.Time) *co
 // mayGrow is completeJob's rule for a running elastic job: out of its rescale gap, and no gang
 // waiting that comes before it (higher priority, or equal and submitted earlier) and could start
 // now — a waiting gang that does not fit, however high its priority, does not hold it back.
-func (c *Controller) mayGrow(job *v1alpha1.HPCJob, st *v1alpha1.HPCJobStatus, e *queue.Entry, snap *snapshot.Snapshot, now time.Time) bool {
-	u, _ := c.jobObject(job.Namespace, job.Name)
+func (c *Controller) mayGrow(u *unstructured.Unstructured, job *v1alpha1.HPCJob, st *v1alpha1.HPCJobStatus, e *queue.Entry, snap *snapshot.Snapshot, now time.Time) bool {
 	j := elasticJob(u, job, st, e.Priority, int(st.Workers), true)
 	var waiting []elastic.Job
 	for _, k := range c.queue.Keys() {
