@@ -9,12 +9,26 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// The CRD's structural schema prunes every field it does not declare: a field of the Go types
-// missing from daemonset/placer/crd-hpcjob.yaml would be dropped by the API server without a
-// word. Every JSON field of the spec and status types (the pod templates aside, which the schema
-// keeps as written) must be declared there.
+// A CRD's structural schema prunes every field it does not declare: a field of the Go types
+// missing from daemonset/placer/crd-*.yaml would be dropped by the API server without a word.
+// Every JSON field of the spec and status types (the pod templates aside, which the schema keeps
+// as written) must be declared there.
 func TestCRDDeclaresEveryField(t *testing.T) {
-	data, err := os.ReadFile("../../../../daemonset/placer/crd-hpcjob.yaml")
+	root := crdSchema(t, "crd-hpcjob.yaml")
+	check(t, "spec", reflect.TypeFor[HPCJobSpec](), root.Properties["spec"])
+	check(t, "status", reflect.TypeFor[HPCJobStatus](), root.Properties["status"])
+}
+
+func TestServiceObjectiveCRDDeclaresEveryField(t *testing.T) {
+	root := crdSchema(t, "crd-serviceobjective.yaml")
+	check(t, "spec", reflect.TypeFor[ServiceObjectiveSpec](), root.Properties["spec"])
+	check(t, "status", reflect.TypeFor[ServiceObjectiveStatus](), root.Properties["status"])
+}
+
+// crdSchema reads the one version's schema of daemonset/placer/<file>.
+func crdSchema(t *testing.T, file string) schemaNode {
+	t.Helper()
+	data, err := os.ReadFile("../../../../daemonset/placer/" + file)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,11 +46,9 @@ func TestCRDDeclaresEveryField(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(crd.Spec.Versions) != 1 || crd.Spec.Versions[0].Name != Version {
-		t.Fatalf("CRD versions %+v, want one: %s", crd.Spec.Versions, Version)
+		t.Fatalf("%s: CRD versions %+v, want one: %s", file, crd.Spec.Versions, Version)
 	}
-	root := crd.Spec.Versions[0].Schema.OpenAPIV3Schema
-	check(t, "spec", reflect.TypeFor[HPCJobSpec](), root.Properties["spec"])
-	check(t, "status", reflect.TypeFor[HPCJobStatus](), root.Properties["status"])
+	return crd.Spec.Versions[0].Schema.OpenAPIV3Schema
 }
 
 type schemaNode struct {
