@@ -20,6 +20,7 @@ of kubectl get nodes,noderesourcetopologies,pods,hpcjobs -A -o yaml. The JSON fo
 // newPlanCommand is `placer plan`.
 func newPlanCommand() *cobra.Command {
 	var opts dryrun.Options
+	taskGroups := true
 	cmd := &cobra.Command{
 		Use:                   "plan (--job JOB.yaml | --pod-group NAMESPACE/NAME) --cluster SNAPSHOT.yaml [-o json|text]",
 		Short:                 "plan an HPCJob or a pod group on a cluster snapshot file and print the placements",
@@ -30,6 +31,7 @@ func newPlanCommand() *cobra.Command {
 			if opts.Output != "json" && opts.Output != "text" {
 				return cli.Usagef("--output %q: want json or text", opts.Output)
 			}
+			opts.NoTaskGroups = !taskGroups
 			out, warnings, err := dryrun.Plan(opts)
 			if werr := dryrun.Write(cmd.OutOrStdout(), opts.Output, out, warnings, err); werr != nil {
 				return fmt.Errorf("write the plan: %w", werr)
@@ -46,5 +48,6 @@ func newPlanCommand() *cobra.Command {
 	fs.StringVar(&opts.ClusterFile, "cluster", "", "snapshot `FILE`: the output of kubectl get nodes,noderesourcetopologies,pods,hpcjobs -A -o yaml")
 	fs.StringVarP(&opts.Output, "output", "o", "json", "output format: json or text")
 	fs.StringVar(&opts.SchedulerName, "scheduler-name", v1alpha1.DefaultSchedulerName, "schedulerName of the job's pods")
+	fs.BoolVar(&taskGroups, "task-groups", true, "plan as a placer run with this --task-groups (false: every node scores alike)")
 	return cmd
 }

@@ -59,6 +59,7 @@ func addRunFlags(fs *pflag.FlagSet, o *runOptions) {
 	fs.BoolVar(&opts.Profiling, "profiling", opts.Profiling, "also serve Go's profiles under /debug/pprof/ on the metrics address")
 	addLeaderElectionFlags(fs, opts)
 	fs.StringVar(&c.SchedulerName, "scheduler-name", c.SchedulerName, "schedulerName of the pods the placer binds")
+	fs.BoolVar(&c.TaskGroups, "task-groups", c.TaskGroups, "task-group scheduling: workers of a task group share a node, groups keep apart (false: every node scores alike, the job's placement policy alone picks each worker's node)")
 	fs.IntVar(&c.Parallelism, "parallelism", c.Parallelism, "concurrent API calls while binding")
 	fs.DurationVar(&c.GangTimeout, "gang-timeout", c.GangTimeout, "timeout of plain pod gangs (HPCJobs set their own)")
 	fs.DurationVar(&c.InitialBackoff, "initial-backoff", c.InitialBackoff, "wait after a gang's first failed attempt")

@@ -114,7 +114,7 @@ func (f *finegrain) place(r *run) (attempt, error) {
 	if err != nil {
 		return attempt{}, err
 	}
-	jp, err := hpcjob.PlanJob(s, job, v1alpha1.DefaultSchedulerName)
+	jp, err := hpcjob.PlanJob(s, job, hpcjob.Options{SchedulerName: v1alpha1.DefaultSchedulerName, NoTaskGroups: f.strategy.NoTaskGroups})
 	if err != nil {
 		if fe := (*plan.FitError)(nil); errors.As(err, &fe) {
 			return attempt{reason: err.Error()}, nil

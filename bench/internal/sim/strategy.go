@@ -49,6 +49,8 @@ type Strategy struct {
 	Granularity    v1alpha1.Granularity
 	Placement      v1alpha1.PlacementPolicy
 	ExclusiveNodes *bool
+	// NoTaskGroups runs the placer with --task-groups=false (Finegrain only).
+	NoTaskGroups bool
 }
 
 // Names of the fixed strategies.

@@ -74,6 +74,9 @@ type Options struct {
 	// ImagePullGrace is how long a job's pod may fail to pull its image (the kubelet retrying)
 	// before the job fails; an image that can never be pulled fails it at once.
 	ImagePullGrace time.Duration
+	// TaskGroups is task-group scheduling (paper Algorithm 4's score); off, every node scores
+	// alike and each worker goes to the job's placement policy's first node that fits it.
+	TaskGroups bool
 	// ShrinkScope says whose elastic jobs a waiting gang of strictly higher priority may shrink.
 	ShrinkScope priority.Scope
 	// Hooks calls the rescale hooks of elastic jobs (NewAPIHooks); New refuses nil.
@@ -96,6 +99,7 @@ func DefaultOptions() Options {
 		LauncherFailureGrace: 5 * time.Second,
 		SSHPorts:             mpi.DefaultPortRange,
 		ImagePullGrace:       2 * time.Minute,
+		TaskGroups:           true,
 		ShrinkScope:          priority.ScopeCluster,
 	}
 }

@@ -90,6 +90,7 @@ func (c *Controller) attemptExpand(ctx context.Context, e *queue.Entry, now time
 		return
 	}
 	x := expansionOf(job, workers)
+	x.base.NoTaskGroups = !c.opts.TaskGroups
 	snap := c.snapshot(now)
 	var launcher *corev1.Pod
 	if x.waiting == 0 && job.Spec.Elastic != nil {
@@ -180,7 +181,7 @@ func (c *Controller) startsNow(key string, snap *snapshot.Snapshot) bool {
 	if err != nil {
 		return false
 	}
-	_, err = hpcjob.PlanJob(snap, job, c.opts.SchedulerName)
+	_, err = hpcjob.PlanJob(snap, job, c.planOptions())
 	return err == nil
 }
 
@@ -381,7 +382,7 @@ func (c *Controller) tryShrink(ctx context.Context, e *queue.Entry, u *unstructu
 		if el := job.Spec.Elastic; el != nil {
 			gang.Min, gang.Max = int(el.MinReplicas), int(el.MaxReplicas)
 			fitAt = func(s *snapshot.Snapshot, k int) error {
-				_, err := hpcjob.PlanElasticAt(s, job, k, c.opts.SchedulerName)
+				_, err := hpcjob.PlanElasticAt(s, job, k, c.planOptions())
 				return err
 			}
 		}

@@ -261,11 +261,11 @@ func (c *Controller) attemptJob(ctx context.Context, e *queue.Entry, now time.Ti
 	}
 	snap := c.snapshot(now)
 	t0 := time.Now()
-	jp, err := hpcjob.PlanJob(snap, job, c.opts.SchedulerName)
+	jp, err := hpcjob.PlanJob(snap, job, c.planOptions())
 	c.metrics.PlanDuration.Observe(time.Since(t0).Seconds())
 	if err != nil {
 		c.gangFailed(ctx, e, u, st, err, now, func(s *snapshot.Snapshot) error {
-			_, err := hpcjob.PlanJob(s, job, c.opts.SchedulerName)
+			_, err := hpcjob.PlanJob(s, job, c.planOptions())
 			return err
 		})
 		return
@@ -420,4 +420,9 @@ func (c *Controller) vouch(u *unstructured.Unstructured, st *v1alpha1.HPCJobStat
 		}
 	}
 	c.cache.SetJob(ns, name, rec)
+}
+
+// planOptions are the placer's settings every plan of a job is made with.
+func (c *Controller) planOptions() hpcjob.Options {
+	return hpcjob.Options{SchedulerName: c.opts.SchedulerName, NoTaskGroups: !c.opts.TaskGroups}
 }

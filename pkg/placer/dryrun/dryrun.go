@@ -31,6 +31,8 @@ type Options struct {
 	Output string
 	// SchedulerName is the schedulerName the job's pods get.
 	SchedulerName string
+	// NoTaskGroups plans as a placer run with --task-groups=false.
+	NoTaskGroups bool
 }
 
 // Output is a successful plan.
@@ -117,7 +119,7 @@ func planJob(s *snapshot.Snapshot, opts Options) (*Output, error) {
 	if err != nil {
 		return nil, err
 	}
-	jp, err := hpcjob.PlanJob(s, job, opts.SchedulerName)
+	jp, err := hpcjob.PlanJob(s, job, hpcjob.Options{SchedulerName: opts.SchedulerName, NoTaskGroups: opts.NoTaskGroups})
 	if err != nil {
 		return nil, err
 	}

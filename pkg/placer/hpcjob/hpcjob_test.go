@@ -57,7 +57,7 @@ func mustPlan(t *testing.T, s *snapshot.Snapshot, job *v1alpha1.HPCJob) *JobPlan
 	if errs := v1alpha1.Validate(job); len(errs) > 0 {
 		t.Fatalf("test job invalid: %v", errs)
 	}
-	jp, err := PlanJob(s, job, v1alpha1.DefaultSchedulerName)
+	jp, err := PlanJob(s, job, Options{SchedulerName: v1alpha1.DefaultSchedulerName})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,7 +127,7 @@ func TestSlotsPerWorker(t *testing.T) {
 	// A worker of 20 tasks fits no NUMA node of 18 CPUs: the job says so in those words.
 	job = newJob(40, v1alpha1.ProfileCPU, v1alpha1.GranularityScale)
 	job.Spec.SlotsPerWorker = 20
-	if _, err := PlanJob(s, job, v1alpha1.DefaultSchedulerName); err == nil || !strings.Contains(err.Error(), "no node can take even one worker of slotsPerWorker 20 tasks") {
+	if _, err := PlanJob(s, job, Options{SchedulerName: v1alpha1.DefaultSchedulerName}); err == nil || !strings.Contains(err.Error(), "no node can take even one worker of slotsPerWorker 20 tasks") {
 		t.Errorf("error %v", err)
 	}
 }
@@ -497,7 +497,7 @@ func TestTaintedCluster(t *testing.T) {
 		t.Errorf("tolerating the taint: choice %+v, want 3/3/3", jp.Choice)
 	}
 	job.Spec.Worker.Spec.NodeSelector = map[string]string{"kubernetes.io/arch": "riscv64"}
-	_, err := PlanJob(s, job, "finegrain-placer")
+	_, err := PlanJob(s, job, Options{SchedulerName: "finegrain-placer"})
 	if err == nil || !strings.Contains(err.Error(), "no node can take even one task: HPCJob hpc/j: member j-worker-0") ||
 		!strings.Contains(err.Error(), "3 do not match the nodeSelector kubernetes.io/arch=riscv64, 1 untolerated taint node.kubernetes.io/unschedulable:NoSchedule") {
 		t.Errorf("error %v", err)
@@ -508,7 +508,7 @@ func TestTaintedCluster(t *testing.T) {
 func TestFragmentedCluster(t *testing.T) {
 	s := snapshot.Build(st.Uniform("n", 4, 2, 6, 64))
 	job := newJob(16, v1alpha1.ProfileCPU, v1alpha1.GranularityNone)
-	_, err := PlanJob(s, job, "finegrain-placer")
+	_, err := PlanJob(s, job, Options{SchedulerName: "finegrain-placer"})
 	if err == nil || !strings.Contains(err.Error(), "member j-worker-0 (8 exclusive CPUs in one NUMA node, requests cpu 8, memory 8Gi) fits none of 4 nodes: 4 have no NUMA node with 8 free CPUs and 8Gi free memory (the largest has 6)") {
 		t.Errorf("error %v", err)
 	}
@@ -541,7 +541,7 @@ func TestNetworkJobWaitsRatherThanSpreads(t *testing.T) {
 		}
 	}
 	s := snapshot.Build(busy)
-	_, err := PlanJob(s, newJob(16, v1alpha1.ProfileNetwork, v1alpha1.GranularityScale), "finegrain-placer")
+	_, err := PlanJob(s, newJob(16, v1alpha1.ProfileNetwork, v1alpha1.GranularityScale), Options{SchedulerName: "finegrain-placer"})
 	var fe *plan.FitError
 	if !errors.As(err, &fe) || !strings.Contains(err.Error(), "member j-worker-0 (16 exclusive CPUs in one NUMA node") ||
 		!strings.Contains(err.Error(), "waits for a NUMA node to hold them (it is split only when none ever could)") {
@@ -553,7 +553,7 @@ func TestNetworkJobWaitsRatherThanSpreads(t *testing.T) {
 	if jp.Choice != (Choice{2, 3, 1}) || !slices.Equal(placements(jp), []string{"0:14@n-0000/0", "1:13@n-0000/1", "2:13@n-0001/0"}) {
 		t.Errorf("40-task network job on idle NUMA nodes of 18: choice %+v placements %v", jp.Choice, placements(jp))
 	}
-	_, err = PlanJob(s, wide, "finegrain-placer")
+	_, err = PlanJob(s, wide, Options{SchedulerName: "finegrain-placer"})
 	if !errors.As(err, &fe) || !strings.Contains(err.Error(), "network job does not fit one NUMA node and waits to run as 3 workers") {
 		t.Errorf("40-task network job on the busy cluster: %v, want it to wait for 3 workers", err)
 	}
@@ -602,7 +602,7 @@ func TestElastic(t *testing.T) {
 		}
 	}
 	job.Spec.Elastic.MinReplicas = 5
-	if _, err := PlanJob(s, job, "finegrain-placer"); err == nil || !strings.Contains(err.Error(), "elastic job does not fit even at minReplicas 5") {
+	if _, err := PlanJob(s, job, Options{SchedulerName: "finegrain-placer"}); err == nil || !strings.Contains(err.Error(), "elastic job does not fit even at minReplicas 5") {
 		t.Errorf("error %v", err)
 	}
 }
@@ -631,7 +631,7 @@ func TestMinAvailableJob(t *testing.T) {
 	s := snapshot.Build(st.Uniform("n", 2, 1, 9, 64))
 	job := newJob(24, v1alpha1.ProfileCPU, v1alpha1.GranularityNone)
 	job.Spec.Workers = 3
-	if _, err := PlanJob(s, job, "finegrain-placer"); err == nil {
+	if _, err := PlanJob(s, job, Options{SchedulerName: "finegrain-placer"}); err == nil {
 		t.Fatal("three 8-CPU workers fit two 9-CPU nodes")
 	}
 	two := int32(2)
@@ -639,5 +639,30 @@ func TestMinAvailableJob(t *testing.T) {
 	jp := mustPlan(t, s, job)
 	if len(jp.Result.Placements) != 2 || len(jp.Result.Unplaced) != 1 {
 		t.Errorf("placed %d, unplaced %v", len(jp.Result.Placements), jp.Result.Unplaced)
+	}
+}
+
+// Options.NoTaskGroups reaches the gang: a fine-grained job under most-loaded keeps its task
+// groups on separate nodes with task groups on, and packs every worker onto the most loaded node
+// with them off (the groups still split the workers).
+func TestPlanJobTaskGroupsOff(t *testing.T) {
+	s := snapshot.Build(st.Uniform("n", 4, 2, 18, 64))
+	job := newJob(16, v1alpha1.ProfileCPU, v1alpha1.GranularityFine)
+	job.Spec.Placement = v1alpha1.MostLoaded
+	for _, off := range []bool{false, true} {
+		jp, err := PlanJob(s, job, Options{SchedulerName: v1alpha1.DefaultSchedulerName, NoTaskGroups: off})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if jp.Gang.NoTaskGroups != off {
+			t.Errorf("task groups off %v: gang has NoTaskGroups %v", off, jp.Gang.NoTaskGroups)
+		}
+		want := jp.Choice.Groups
+		if off {
+			want = 1
+		}
+		if jp.Choice.Groups < 2 || jp.Result.NodesUsed != want {
+			t.Errorf("task groups off %v: %d groups on %d nodes, want %d nodes: %v", off, jp.Choice.Groups, jp.Result.NodesUsed, want, placements(jp))
+		}
 	}
 }

@@ -27,8 +27,18 @@ type JobPlan struct {
 	Note string
 }
 
+// Options are the placer's settings that shape a job's plan.
+type Options struct {
+	// SchedulerName is the schedulerName the job's pods get.
+	SchedulerName string
+	// NoTaskGroups turns task-group scheduling off (the placer's --task-groups=false): the gang
+	// is planned with plan.Gang.NoTaskGroups, every node scored alike. The job is still split
+	// into task groups (Choice.Groups); only the placement ignores them.
+	NoTaskGroups bool
+}
+
 // expansion builds the pods and gang of a job for its workers in groups task groups.
-func expansion(job *v1alpha1.HPCJob, workers []Worker, groups int, scheduler string) *JobPlan {
+func expansion(job *v1alpha1.HPCJob, workers []Worker, groups int, opts Options) *JobPlan {
 	jp := &JobPlan{Workers: workers}
 	policy := plan.LeastLoaded
 	if job.Spec.Placement == v1alpha1.MostLoaded {
@@ -39,17 +49,18 @@ func expansion(job *v1alpha1.HPCJob, workers []Worker, groups int, scheduler str
 		Groups:         groups,
 		Policy:         policy,
 		ExclusiveNodes: job.Spec.ExclusiveNodes,
+		NoTaskGroups:   opts.NoTaskGroups,
 	}
 	workerC := plan.ConstraintsOf(&job.Spec.Worker.Spec)
 	for _, w := range jp.Workers {
-		pod := WorkerPod(job, w, scheduler)
+		pod := WorkerPod(job, w, opts.SchedulerName)
 		jp.Pods = append(jp.Pods, pod)
 		g.Members = append(g.Members, plan.MemberFromPod(pod, w.Group, workerC))
 	}
 	if m := job.Spec.Gang.MinAvailable; m != nil && job.Spec.Elastic == nil {
 		g.MinAvailable = min(int(*m), len(g.Members))
 	}
-	jp.Launcher = LauncherPod(job, scheduler)
+	jp.Launcher = LauncherPod(job, opts.SchedulerName)
 	launcher := plan.MemberFromPod(jp.Launcher, 0, plan.ConstraintsOf(&jp.Launcher.Spec))
 	g.Launcher = &launcher
 	jp.Gang = g
@@ -88,16 +99,15 @@ func (jp *JobPlan) place(s *snapshot.Snapshot) error {
 	return nil
 }
 
-// PlanJob expands a validated job and plans it on a snapshot; scheduler is the schedulerName
-// its pods get. It returns a *plan.FitError (possibly wrapped) when the job does not fit.
-func PlanJob(s *snapshot.Snapshot, job *v1alpha1.HPCJob, scheduler string) (*JobPlan, error) {
+// PlanJob expands a validated job and plans it on a snapshot with the placer's options. It returns a *plan.FitError (possibly wrapped) when the job does not fit.
+func PlanJob(s *snapshot.Snapshot, job *v1alpha1.HPCJob, opts Options) (*JobPlan, error) {
 	spec := &job.Spec
 	if spec.Elastic != nil {
-		return planElastic(s, job, scheduler)
+		return planElastic(s, job, opts)
 	}
 	available := 0
 	if spec.Granularity != v1alpha1.GranularityNone && spec.Profile != v1alpha1.ProfileNetwork {
-		probe := expansion(job, Workers(job, []int{max(1, int(spec.SlotsPerWorker))}, 1), 1, scheduler)
+		probe := expansion(job, Workers(job, []int{max(1, int(spec.SlotsPerWorker))}, 1), 1, opts)
 		available = plan.Available(s, probe.Gang, &probe.Gang.Members[0])
 		if available == 0 {
 			probe.Gang.Launcher = nil
@@ -110,7 +120,7 @@ func PlanJob(s *snapshot.Snapshot, job *v1alpha1.HPCJob, scheduler string) (*Job
 		}
 	}
 	c := Choose(spec, available)
-	jp := expansion(job, Workers(job, SplitTasks(WorkerTasks(spec), c.Workers), c.Groups), c.Groups, scheduler)
+	jp := expansion(job, Workers(job, SplitTasks(WorkerTasks(spec), c.Workers), c.Groups), c.Groups, opts)
 	jp.Choice = c
 	err := jp.place(s)
 	if err == nil && spec.Granularity == v1alpha1.GranularityNone && jp.Result.NodesUsed > c.Nodes {
@@ -124,7 +134,7 @@ func PlanJob(s *snapshot.Snapshot, job *v1alpha1.HPCJob, scheduler string) (*Job
 		// One worker would fit a NUMA node of an idle node: the job waits for one, like any gang.
 		return jp, fmt.Errorf("%w; a network job keeps its tasks in one worker and waits for a NUMA node to hold them (it is split only when none ever could)", err)
 	}
-	return splitNetwork(s, job, scheduler, err)
+	return splitNetwork(s, job, opts, err)
 }
 
 // splitNetwork places a network job whose one worker could never fit a NUMA node of any node,
@@ -133,7 +143,7 @@ func PlanJob(s *snapshot.Snapshot, job *v1alpha1.HPCJob, scheduler string) (*Job
 // ranks on one node talk through shared memory) — and places that many now or not at all. The
 // split depends on the cluster's shape, never on its load: a busy cluster makes the job wait,
 // not spread.
-func splitNetwork(s *snapshot.Snapshot, job *v1alpha1.HPCJob, scheduler string, single error) (*JobPlan, error) {
+func splitNetwork(s *snapshot.Snapshot, job *v1alpha1.HPCJob, opts Options, single error) (*JobPlan, error) {
 	nt := int(job.Spec.Tasks)
 	cpu := int(job.Spec.TaskResources.CPU.Value())
 	idle := s.Capacity()
@@ -145,7 +155,7 @@ func splitNetwork(s *snapshot.Snapshot, job *v1alpha1.HPCJob, scheduler string, 
 	if lo > hi {
 		return nil, single
 	}
-	fits := func(k int) error { return expansion(job, Workers(job, SplitTasks(nt, k), 1), 1, scheduler).place(idle) }
+	fits := func(k int) error { return expansion(job, Workers(job, SplitTasks(nt, k), 1), 1, opts).place(idle) }
 	if err := fits(hi); err != nil {
 		return nil, fmt.Errorf("network job fits neither one worker (%w) nor %d workers, even on an idle cluster: %w", single, hi, err)
 	}
@@ -158,7 +168,7 @@ func splitNetwork(s *snapshot.Snapshot, job *v1alpha1.HPCJob, scheduler string, 
 			lo = mid + 1
 		}
 	}
-	jp := expansion(job, Workers(job, SplitTasks(nt, k), 1), 1, scheduler)
+	jp := expansion(job, Workers(job, SplitTasks(nt, k), 1), 1, opts)
 	if err := jp.place(s); err != nil {
 		return jp, fmt.Errorf("network job does not fit one NUMA node and waits to run as %d workers: %w", k, err)
 	}
@@ -169,9 +179,9 @@ func splitNetwork(s *snapshot.Snapshot, job *v1alpha1.HPCJob, scheduler string, 
 
 // planElastic starts an elastic job with as many workers as fit, between minReplicas and
 // maxReplicas: workers 0 to k-1 as ElasticWorker describes them.
-func planElastic(s *snapshot.Snapshot, job *v1alpha1.HPCJob, scheduler string) (*JobPlan, error) {
+func planElastic(s *snapshot.Snapshot, job *v1alpha1.HPCJob, opts Options) (*JobPlan, error) {
 	e := job.Spec.Elastic
-	try := func(k int) (*JobPlan, error) { return PlanElasticAt(s, job, k, scheduler) }
+	try := func(k int) (*JobPlan, error) { return PlanElasticAt(s, job, k, opts) }
 	lo, hi := int(e.MinReplicas), int(e.MaxReplicas)
 	best, err := try(lo)
 	if err != nil {
@@ -193,7 +203,7 @@ func planElastic(s *snapshot.Snapshot, job *v1alpha1.HPCJob, scheduler string) (
 
 // PlanElasticAt plans a validated elastic job started with exactly k workers (workers 0 to k-1
 // as ElasticWorker describes them); the plan is returned with the error when it does not fit.
-func PlanElasticAt(s *snapshot.Snapshot, job *v1alpha1.HPCJob, k int, scheduler string) (*JobPlan, error) {
+func PlanElasticAt(s *snapshot.Snapshot, job *v1alpha1.HPCJob, k int, opts Options) (*JobPlan, error) {
 	groups, nodes := k, k
 	if job.Spec.Profile == v1alpha1.ProfileNetwork {
 		groups, nodes = 1, 1
@@ -202,7 +212,7 @@ func PlanElasticAt(s *snapshot.Snapshot, job *v1alpha1.HPCJob, k int, scheduler 
 	for i := range workers {
 		workers[i] = ElasticWorker(job, i)
 	}
-	jp := expansion(job, workers, groups, scheduler)
+	jp := expansion(job, workers, groups, opts)
 	jp.Choice = Choice{Nodes: nodes, Workers: k, Groups: groups}
 	return jp, jp.place(s)
 }

@@ -70,7 +70,7 @@ func TestPlanMatchesBruteForce(t *testing.T) {
 			}
 			ms = append(ms, MemberFromPod(p, AssignGroups(make([]int64, nw), groups)[i], c))
 		}
-		g := &Gang{Key: "HPCJob hpc/j", Members: ms, Groups: groups, Policy: Policy(rng.IntN(2)), ExclusiveNodes: rng.IntN(4) == 0}
+		g := &Gang{Key: "HPCJob hpc/j", Members: ms, Groups: groups, Policy: Policy(rng.IntN(2)), ExclusiveNodes: rng.IntN(4) == 0, NoTaskGroups: rng.IntN(3) == 0}
 		want, ok := bruteForce(s, g)
 		res, err := Plan(s, g)
 		if !ok {
@@ -87,7 +87,7 @@ func TestPlanMatchesBruteForce(t *testing.T) {
 			got = append(got, fmt.Sprintf("%s/%d", p.Node, p.NUMA))
 		}
 		if d := cmp.Diff(want, got); d != "" {
-			t.Fatalf("iteration %d (%d members, %d groups, %s): placements differ (-brute +plan):\n%s", iter, nw, groups, g.Policy, d)
+			t.Fatalf("iteration %d (%d members, %d groups, %s, task groups off %v): placements differ (-brute +plan):\n%s", iter, nw, groups, g.Policy, g.NoTaskGroups, d)
 		}
 	}
 }

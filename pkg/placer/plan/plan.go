@@ -2,8 +2,8 @@
 // 3 and 4 plus gang semantics): it splits workers into task groups by least requested resources,
 // filters nodes (taints, selectors and node affinity, node-level free resources, a single NUMA
 // node with enough free cores, exclusive nodes) and scores them (same-group workers on the node
-// plus the group's size minus other groups of the job there; the least- or most-loaded policy
-// breaks ties), and accepts a plan only when every member — or MinAvailable of them — fits.
+// plus the group's size minus other groups of the job there, or every node alike when task
+// groups are off; the least- or most-loaded policy breaks ties), and accepts a plan only when every member — or MinAvailable of them — fits.
 // It is pure: it reads a snapshot.Snapshot and returns placements; it must not call the API
 // server, bind pods or choose CPUs (the node agent does).
 package plan
@@ -64,6 +64,12 @@ type Gang struct {
 	// Groups is Ng; every member's Group is below it.
 	Groups int
 	Policy Policy
+	// NoTaskGroups turns task-group scheduling off (the placer's --task-groups=false): paper
+	// Algorithm 4's score is the same for every node, so each member goes to the first node in
+	// Policy's load order that fits it (its load counting the members this plan already put
+	// there), wherever the gang's other members or groups are, as kube-scheduler's scoring
+	// would place it. Groups still split the members; only the score ignores them.
+	NoTaskGroups bool
 	// ExclusiveNodes keeps this gang off nodes running another HPC job's workers.
 	ExclusiveNodes bool
 	// MinAvailable is how many members (bound ones included) must fit; 0 means all.

@@ -88,6 +88,58 @@ func TestPlanKeepsGroupsTogether(t *testing.T) {
 	}
 }
 
+// With task groups off every node scores alike, so the policy alone places each member: least
+// loaded spreads one group that task groups would pack, most loaded packs groups that task
+// groups would keep apart.
+func TestPlanTaskGroupsOff(t *testing.T) {
+	tests := []struct {
+		name          string
+		groups        int
+		policy        Policy
+		on, off       int
+		offFirstNodes []string
+	}{
+		{"one group, least loaded", 1, LeastLoaded, 1, 4, []string{"n-0000/0", "n-0001/0", "n-0002/0", "n-0003/0"}},
+		{"four groups, most loaded", 4, MostLoaded, 4, 1, []string{"n-0000/0", "n-0000/0", "n-0000/0", "n-0000/0"}},
+	}
+	for _, tc := range tests {
+		for _, off := range []bool{false, true} {
+			g := &Gang{Key: "HPCJob hpc/j", Members: workers(8, tc.groups, 4), Groups: tc.groups, Policy: tc.policy, NoTaskGroups: off}
+			res, err := Plan(paperCluster(), g)
+			if err != nil {
+				t.Fatalf("%s, task groups off %v: %v", tc.name, off, err)
+			}
+			want := tc.on
+			if off {
+				want = tc.off
+				if got := nodesOf(res)[:4]; !slices.Equal(got, tc.offFirstNodes) {
+					t.Errorf("%s, task groups off: first placements %v, want %v", tc.name, got, tc.offFirstNodes)
+				}
+			}
+			if res.NodesUsed != want {
+				t.Errorf("%s, task groups off %v: %d nodes used, want %d (%v)", tc.name, off, res.NodesUsed, want, nodesOf(res))
+			}
+		}
+	}
+}
+
+// With task groups off, a node holding the member's group, one holding other groups and an
+// untouched node all score the same.
+func TestScoreTaskGroupsOffAlike(t *testing.T) {
+	for _, off := range []bool{false, true} {
+		g := &Gang{Key: "HPCJob hpc/j", Members: workers(6, 3, 1), Groups: 3, NoTaskGroups: off}
+		p := newPlanner(paperCluster(), g)
+		p.addMember(0, 0)
+		p.addMember(0, 0)
+		p.addMember(1, 1)
+		scores := []int{p.score(p.use(0), 0), p.score(p.use(1), 0), p.score(p.use(2), 0)}
+		alike := scores[0] == scores[1] && scores[1] == scores[2]
+		if alike != off {
+			t.Errorf("task groups off %v: scores of same-group, other-group and untouched nodes %v; alike %v, want %v", off, scores, alike, off)
+		}
+	}
+}
+
 func TestPlanPolicies(t *testing.T) {
 	in := st.Uniform("n", 3, 1, 16, 64)
 	in.Pods = []*corev1.Pod{st.Pod("web", "a", "n-0000", "4", "", false), st.Pod("web", "b", "n-0002", "8", "", false)}

@@ -16,7 +16,8 @@ import (
 // cursor per distinct demand that only moves forward: an untouched node never changes, so one
 // that failed a demand fails it for the rest of the plan. Scores of untouched nodes are all
 // equal to the group size, and a node holding only other groups scores below it, so those are
-// scanned only when nothing better fits. Results equal scoring every node for every member
+// scanned only when nothing better fits (with task groups off every node scores 0, so every
+// touched node is compared with the best untouched one by load). Results equal scoring every node for every member
 // (plan_test.go checks this against a brute-force planner).
 type planner struct {
 	s *snapshot.Snapshot
@@ -210,8 +211,12 @@ func (p *planner) better(a, b candidate) bool {
 	return a.node < b.node
 }
 
-// score is paper Algorithm 4's node score for a member of group g.
+// score is paper Algorithm 4's node score for a member of group g; 0 for every node when the
+// gang has task groups off.
 func (p *planner) score(u *nodeUse, g int) int {
+	if p.g.NoTaskGroups {
+		return 0
+	}
 	same, others := 0, 0
 	if u != nil {
 		for _, gc := range u.groups {
