@@ -55,6 +55,19 @@ experiment-elastic: ## the elastic scheduler's experiment (docs/experiments.md):
 	$(EXPERIMENT_ELASTIC) -plot _output/experiments/elastic | tee _output/experiments/elastic/elastic.md
 	$(EXPERIMENT_ELASTIC) -o json > _output/experiments/elastic/elastic.json
 
+.PHONY: experiment-finegrained-1 experiment-finegrained-2
+experiment-finegrained-1: ## the fine-grained scheduling paper's experiment 1 (docs/experiments.md): table and JSON in _output/experiments/finegrained-1
+	@mkdir -p _output/experiments/finegrained-1
+	$(GO) run ./bench/simulator -experiment finegrained-1 | tee _output/experiments/finegrained-1/finegrained-1.md
+	$(GO) run ./bench/simulator -experiment finegrained-1 -o json > _output/experiments/finegrained-1/finegrained-1.json
+
+experiment-finegrained-2: ## the fine-grained scheduling paper's experiment 2, seeds 0 and 3 (docs/experiments.md): tables and JSON in _output/experiments/finegrained-2
+	@mkdir -p _output/experiments/finegrained-2
+	for s in 0 3; do \
+		$(GO) run ./bench/simulator -experiment finegrained-2 -seed $$s | tee _output/experiments/finegrained-2/finegrained-2-seed$$s.md && \
+		$(GO) run ./bench/simulator -experiment finegrained-2 -seed $$s -o json > _output/experiments/finegrained-2/finegrained-2-seed$$s.json || exit 1; \
+	done
+
 .PHONY: hpcc-tool hpcc-examples
 hpcc-tool: ## bin/hpcc: HPCC's headline figures of an hpccoutf.txt or launcher log, hpccinf.txt sizing (bench/hpcc)
 	@mkdir -p $(BIN)

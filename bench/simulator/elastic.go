@@ -34,8 +34,12 @@ var (
 
 // experimentFlags checks the flags of an experiment run.
 func (o *options) experimentFlags(nodes, strategies string) error {
-	if o.experiment != "elastic" {
-		return fmt.Errorf("-experiment %q: want elastic", o.experiment)
+	switch o.experiment {
+	case "elastic":
+	case finegrained1, finegrained2:
+		return o.finegrainedFlags()
+	default:
+		return fmt.Errorf("-experiment %q: want elastic, %s or %s", o.experiment, finegrained1, finegrained2)
 	}
 	for name := range o.set {
 		if !slices.Contains(elasticFlags, name) {

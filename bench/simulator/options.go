@@ -71,7 +71,7 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.reserved, "system-reserved", 1, "CPUs the kubelet reserves for system daemons on every node (--system-reserved=cpu)")
 	fs.BoolVar(&o.verify, "verify", false, "check every allocator's invariants after every event (slower)")
 	fs.IntVar(&o.parallel, "parallel", runtime.GOMAXPROCS(0), "simulations run at once")
-	fs.StringVar(&o.experiment, "experiment", "", "run one of the papers' experiments instead of the workload replay: elastic (docs/experiments.md)")
+	fs.StringVar(&o.experiment, "experiment", "", "run one of the papers' experiments instead of the workload replay: elastic, finegrained-1, finegrained-2 (docs/experiments.md)")
 	fs.DurationVar(&o.submissionGap, "submission-gap", 90*time.Second, "elastic: time between two jobs' submissions of a generated job set")
 	fs.DurationVar(&o.rescaleGap, "rescale-gap", 60*time.Second, "elastic: least time between two rescales of one job")
 	fs.IntVar(&o.slotsPerNode, "slots-per-node", 16, "elastic: replica slots per node")

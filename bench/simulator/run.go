@@ -14,8 +14,11 @@ import (
 
 // run builds one scenario per cluster size, simulates every strategy and writes the report.
 func run(w io.Writer, o options) error {
-	if o.experiment == "elastic" {
+	switch o.experiment {
+	case "elastic":
 		return runElastic(w, o)
+	case finegrained1, finegrained2:
+		return runFinegrained(w, o)
 	}
 	model := sim.DefaultModel()
 	if o.model != "" {

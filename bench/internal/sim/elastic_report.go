@@ -99,9 +99,14 @@ func WriteElasticJSON(w io.Writer, r *ElasticReport) error {
 	for _, res := range r.Results {
 		out[res.Strategy] = res.Metrics
 	}
+	return writeIndentedJSON(w, out)
+}
+
+// writeIndentedJSON writes v as indented JSON.
+func writeIndentedJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
-	return enc.Encode(out)
+	return enc.Encode(v)
 }
 
 // WriteElasticMarkdown writes the experiment's table (the paper's Table 1), each job's fate

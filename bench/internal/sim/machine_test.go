@@ -36,7 +36,7 @@ func TestLoadMachine(t *testing.T) {
 
 func TestSelectStrategies(t *testing.T) {
 	all, err := SelectStrategies(nil)
-	if err != nil || len(all) != 17 {
+	if err != nil || len(all) != 19 {
 		t.Fatalf("%d strategies, %v", len(all), err)
 	}
 	names := map[string]bool{}

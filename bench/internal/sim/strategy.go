@@ -65,7 +65,8 @@ const (
 
 // Strategies returns every strategy: the three Kubernetes ones, finegrain with each job's own
 // policies, finegrain-<granularity>-<least|most>[-exclusive] for every combination, then the
-// static CPU manager under the topology manager's best-effort policy.
+// static CPU manager under the topology manager's best-effort policy, then finegrain-scale-least
+// and finegrain-granularity-least with task groups off (…-no-task-groups).
 func Strategies() []Strategy {
 	out := []Strategy{
 		{Name: StrategyKube, Deployment: Kube, Containers: UserWorkers},
@@ -84,7 +85,10 @@ func Strategies() []Strategy {
 			}
 		}
 	}
-	return append(out, Strategy{Name: StrategyKubeStaticBestEffort, Deployment: KubeStaticBestEffort, Containers: UserWorkers})
+	shared := false
+	return append(out, Strategy{Name: StrategyKubeStaticBestEffort, Deployment: KubeStaticBestEffort, Containers: UserWorkers},
+		Strategy{Name: StrategyScaleNoTaskGroups, Deployment: Finegrain, Granularity: v1alpha1.GranularityScale, Placement: v1alpha1.LeastLoaded, ExclusiveNodes: &shared, NoTaskGroups: true},
+		Strategy{Name: StrategyGranularityNoTaskGroups, Deployment: Finegrain, Granularity: v1alpha1.GranularityFine, Placement: v1alpha1.LeastLoaded, ExclusiveNodes: &shared, NoTaskGroups: true})
 }
 
 // SelectStrategies returns the named strategies in the order given; "all" (or no names) is every
