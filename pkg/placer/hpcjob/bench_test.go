@@ -27,7 +27,7 @@ func BenchmarkPlanJob(b *testing.B) {
 			s := snapshot.Build(st.Uniform("n", 5000, 2, 32, 128))
 			job := newJob(tc.tasks, tc.profile, tc.gran)
 			job.Spec.Workers = tc.workers
-			jp, err := PlanJob(s, job, v1alpha1.DefaultSchedulerName)
+			jp, err := PlanJob(s, job, Options{SchedulerName: v1alpha1.DefaultSchedulerName})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -36,7 +36,7 @@ func BenchmarkPlanJob(b *testing.B) {
 			}
 			b.ReportAllocs()
 			for b.Loop() {
-				if _, err := PlanJob(s, job, v1alpha1.DefaultSchedulerName); err != nil {
+				if _, err := PlanJob(s, job, Options{SchedulerName: v1alpha1.DefaultSchedulerName}); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -41,7 +41,7 @@ func FuzzPlanJob(f *testing.F) {
 		if err != nil {
 			return
 		}
-		jp, err := PlanJob(s, job, v1alpha1.DefaultSchedulerName)
+		jp, err := PlanJob(s, job, Options{SchedulerName: v1alpha1.DefaultSchedulerName})
 		if err != nil {
 			return
 		}
