@@ -7,23 +7,18 @@
 set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/../../hack/cluster/lib.sh"
 
-KWOK_VERSION=v0.7.0
-KWOK_DIR="${XDG_CACHE_HOME:-$HOME/.cache}/finegrain/kwok/$KWOK_VERSION"
-
 need_root
 need_cmd go "golang (Go 1.26 in /usr/local/go/bin on PATH)"
 take_lock
 cluster_up || die "the local cluster is not up: make cluster-up first"
-if [ ! -x "$KWOK_DIR/kwok" ]; then
-  log "installing kwok $KWOK_VERSION into $KWOK_DIR (go install, a minute or more)"
-  GOBIN="$KWOK_DIR" go install "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION"
-fi
+kwok="$(kwok_bin)" || die "could not install kwok $KWOK_VERSION (go install sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION)"
 cd "$FG_ROOT"
-# The APIs the benchmark writes: the free-core maps of its fake nodes and the job rounds' HPCJobs.
+# The APIs the benchmark writes (the free-core maps of its fake nodes and the job rounds' HPCJobs)
+# and every other the placer watches (PodGroups): its informers must sync before it places.
 "$(cluster_setting KUBE_BIN)/kubectl" --kubeconfig "$ADMIN_KUBECONFIG" apply \
-  -f daemonset/crds/noderesourcetopology.yaml -f daemonset/placer/crd-hpcjob.yaml
+  -f daemonset/crds/ -f daemonset/placer/crd-hpcjob.yaml
 mkdir -p bin
 CGO_ENABLED=0 go build -trimpath -o bin/placer ./cmd/placer
 go build -o bin/placerscale ./bench/placerscale
-bin/placerscale -kubeconfig "$ADMIN_KUBECONFIG" -kwok "$KWOK_DIR/kwok" \
+bin/placerscale -kubeconfig "$ADMIN_KUBECONFIG" -kwok "$kwok" \
   -kube-scheduler "$(cluster_setting KUBE_BIN)/kube-scheduler" -placer bin/placer "$@"

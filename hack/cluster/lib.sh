@@ -58,6 +58,18 @@ need_cmd() {
   command -v "$1" >/dev/null || die "$1 is missing: install the Debian package $2 (hack/deps.sh group cluster: . hack/deps.sh && install_deps cluster)"
 }
 
+# kwok_bin: print the path of kwok $KWOK_VERSION (fake nodes' kubelets: make bench-placer-scale,
+# make e2e's chaos test), installed with go install into a versioned cache directory on first use.
+KWOK_VERSION=v0.7.0
+kwok_bin() {
+  local dir="${XDG_CACHE_HOME:-$HOME/.cache}/finegrain/kwok/$KWOK_VERSION"
+  if [ ! -x "$dir/kwok" ]; then
+    log "installing kwok $KWOK_VERSION into $dir (go install, a minute or more)"
+    GOBIN="$dir" go install "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION" >&2 || return 1
+  fi
+  echo "$dir/kwok"
+}
+
 # take_lock: serialise the cluster scripts machine-wide. e2e.sh and demo.sh hold the lock across
 # the scripts they call and export FINEGRAIN_CLUSTER_LOCKED=1 so those do not wait for it.
 take_lock() {
