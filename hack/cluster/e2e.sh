@@ -59,6 +59,13 @@ trap finish EXIT
 
 cd "$FG_ROOT"
 go vet -tags e2e ./test/e2e/... || die "go vet -tags e2e ./test/e2e/... failed"
+# kwok, the fake nodes' kubelet of TestChaosPlacerAndAPIServerMidBind (the none pass). Without it
+# that test skips, saying why.
+if kwok="$(kwok_bin)"; then
+  export FINEGRAIN_KWOK="$kwok"
+else
+  log "WARNING: could not install kwok $KWOK_VERSION; TestChaosPlacerAndAPIServerMidBind will skip"
+fi
 
 # The MPI image on its own first (images/mpi/imagetest): workers and launchers of the image in
 # namespaces of their own, both MPIs over ssh, binding inside a cpuset; no cluster needed.
