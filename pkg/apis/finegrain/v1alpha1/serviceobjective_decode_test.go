@@ -97,6 +97,8 @@ func TestDecodeBadServiceObjectives(t *testing.T) {
 		{"negative min", "  podBounds:\n", "  podBounds:\n    min: {cpu: -1}\n", `spec.podBounds.min.cpu: Invalid value: "-1": must be positive`},
 		{"tiny cpu", "  podBounds:\n", "  podBounds:\n    min: {cpu: 100u}\n", `must be at least 1m`},
 		{"huge cpu", `cpu: "4"`, `cpu: "5000"`, `spec.podBounds.max.cpu: Invalid value: "5k": must be at most 1024 cores`},
+		{"huge memory", `memory: 4Gi`, `memory: 2Ei`, `spec.podBounds.max.memory: Invalid value: "2Ei": must be at most 1Pi`},
+		{"huge io", `ioBandwidth: 100M`, `ioBandwidth: 900E`, `spec.podBounds.max.ioBandwidth: Invalid value: "900E": must be at most 1P`},
 		{"replicas min", "replicas: {max: 6}", "replicas: {min: -1, max: 6}", `spec.replicas.min: Invalid value: -1`},
 		{"replicas max", "replicas: {max: 6}", "replicas: {min: 3, max: 2}", `spec.replicas.max: Invalid value: 2: must be between replicas.min (3) and 10000 pods`},
 		{"no replicas max", "replicas: {max: 6}", "replicas: {min: 2}", `spec.replicas.max: Invalid value: 0`},

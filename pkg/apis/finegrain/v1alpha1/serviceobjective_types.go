@@ -145,6 +145,10 @@ const (
 	MaxObjectivePeriodSeconds = 3600
 	// MaxObjectiveReplicas bounds replicas.max.
 	MaxObjectiveReplicas = 10_000
+	// MaxPodMemoryBytes (1Pi) and MaxPodIOBandwidth (1P bytes/s) bound podBounds.max, so that
+	// sizes stay far from int64's range.
+	MaxPodMemoryBytes = 1 << 50
+	MaxPodIOBandwidth = 1_000_000_000_000_000
 )
 
 // Condition types of a ServiceObjective.

@@ -160,6 +160,12 @@ func validatePodBounds(b *PodBounds, bp *field.Path) field.ErrorList {
 	if c := b.Max.CPU; c.Sign() > 0 && c.MilliValue() > MaxCPUPerTask*1000 {
 		errs = append(errs, field.Invalid(bp.Child("max", "cpu"), c.String(), fmt.Sprintf("must be at most %d cores", MaxCPUPerTask)))
 	}
+	if m := b.Max.Memory; m.Cmp(*resource.NewQuantity(MaxPodMemoryBytes, resource.BinarySI)) > 0 {
+		errs = append(errs, field.Invalid(bp.Child("max", "memory"), m.String(), "must be at most 1Pi"))
+	}
+	if io := b.Max.IOBandwidth; io.Cmp(*resource.NewQuantity(MaxPodIOBandwidth, resource.DecimalSI)) > 0 {
+		errs = append(errs, field.Invalid(bp.Child("max", "ioBandwidth"), io.String(), "must be at most 1P (bytes per second)"))
+	}
 	if c := b.Min.CPU; c.Sign() > 0 && c.Cmp(resource.MustParse("1m")) < 0 {
 		errs = append(errs, field.Invalid(bp.Child("min", "cpu"), c.String(), "must be at least 1m (a thousandth of a core)"))
 	}
