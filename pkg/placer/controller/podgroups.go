@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"maps"
-	"slices"
 	"strings"
 	"time"
 
@@ -54,17 +52,6 @@ func (c *Controller) watchPodGroups() {
 	c.synced = append(c.synced, inf.Informer().HasSynced)
 }
 
-// standardGang reports whether a gang's pods name their group with scheduling.x-k8s.io/pod-group
-// (any of them): its size and timeout then come from the PodGroup of that name.
-func standardGang(pods []*corev1.Pod) bool {
-	for _, p := range pods {
-		if _, deprecated, ok := schedv1alpha1.GroupOf(p); ok && !deprecated {
-			return true
-		}
-	}
-	return false
-}
-
 // podGroup returns the PodGroup of a gang key: its object, the group as read (nil when invalid
 // or missing) and, when it cannot be used, an error saying what to do.
 func (c *Controller) podGroup(key string) (*unstructured.Unstructured, *schedv1alpha1.PodGroup, error) {
@@ -87,12 +74,12 @@ func (c *Controller) podGroup(key string) (*unstructured.Unstructured, *schedv1a
 func (c *Controller) plainGang(snap *snapshot.Snapshot, key string, live, pending []*corev1.Pod) (*plan.Gang, error) {
 	rest, ok := strings.CutPrefix(key, podGroupPrefix)
 	switch {
-	case ok && standardGang(live):
+	case ok && plan.UsesPodGroup(live):
 		_, pg, err := c.podGroup(key)
 		if err != nil {
 			return nil, err
 		}
-		if err := minResourcesFit(snap, pg, live); err != nil {
+		if err := plan.MinResourcesFit(snap, pg, live); err != nil {
 			return nil, err
 		}
 		return plan.PodGroupGang(pg, live)
@@ -107,86 +94,12 @@ func (c *Controller) plainGang(snap *snapshot.Snapshot, key string, live, pendin
 // gangTimeout is how long a gang may wait to fit: its PodGroup's scheduleTimeoutSeconds, else
 // the placer's --gang-timeout.
 func (c *Controller) gangTimeout(key string, pods []*corev1.Pod) time.Duration {
-	if strings.HasPrefix(key, podGroupPrefix) && standardGang(pods) {
+	if strings.HasPrefix(key, podGroupPrefix) && plan.UsesPodGroup(pods) {
 		if _, pg, err := c.podGroup(key); err == nil && pg.Spec.ScheduleTimeoutSeconds != nil {
 			return time.Duration(*pg.Spec.ScheduleTimeoutSeconds) * time.Second
 		}
 	}
 	return c.opts.GangTimeout
-}
-
-// minResourcesFit says why the cluster cannot hold a PodGroup's minResources, nil when it can:
-// the free resources of the schedulable nodes (allocatable less requested), the requests of the
-// group's bound pods counted as free.
-func minResourcesFit(snap *snapshot.Snapshot, pg *schedv1alpha1.PodGroup, live []*corev1.Pod) error {
-	if len(pg.Spec.MinResources) == 0 {
-		return nil
-	}
-	var free, alloc, used snapshot.Resources
-	for i := range snap.Nodes {
-		n := &snap.Nodes[i]
-		if cordoned(n) {
-			continue
-		}
-		alloc.Add(&n.Allocatable)
-		used.Add(&n.Requested)
-	}
-	for _, p := range live {
-		if p.Spec.NodeName != "" {
-			r := snapshot.PodRequests(p)
-			free.Add(&r)
-		}
-	}
-	free.Add(&alloc)
-	var short []string
-	for _, name := range slices.Sorted(maps.Keys(pg.Spec.MinResources)) {
-		q := pg.Spec.MinResources[name]
-		have := amount(&free, name) - amount(&used, name)
-		want := q.Value()
-		if name == corev1.ResourceCPU {
-			want = q.MilliValue()
-		}
-		if have < want {
-			short = append(short, fmt.Sprintf("%s %s (free %s)", name, q.String(), show(name, have)))
-		}
-	}
-	if len(short) == 0 {
-		return nil
-	}
-	return fmt.Errorf("PodGroup %s/%s: the cluster has less free than its minResources: %s; the group waits until that much is free",
-		pg.Namespace, pg.Name, strings.Join(short, ", "))
-}
-
-func cordoned(n *snapshot.Node) bool {
-	for _, t := range n.Taints {
-		if t.Key == corev1.TaintNodeUnschedulable {
-			return true
-		}
-	}
-	return false
-}
-
-// amount is r's amount of one resource, CPU in millicores.
-func amount(r *snapshot.Resources, name corev1.ResourceName) int64 {
-	switch name {
-	case corev1.ResourceCPU:
-		return r.MilliCPU
-	case corev1.ResourceMemory:
-		return r.Memory
-	case corev1.ResourceEphemeralStorage:
-		return r.EphemeralStorage
-	case corev1.ResourcePods:
-		return r.Pods
-	}
-	return r.Scalar(name)
-}
-
-// show prints an amount as amount returns it.
-func show(name corev1.ResourceName, v int64) string {
-	if name == corev1.ResourceCPU {
-		return fmt.Sprintf("%dm", v)
-	}
-	return fmt.Sprint(v)
 }
 
 // warnDeprecated records one warning event on each pending pod of a gang that joins it through
@@ -216,7 +129,7 @@ func (c *Controller) warnDeprecated(key string, pending []*corev1.Pod) {
 // when it changed: the phase, the pods running, succeeded and failed, and when the placer first
 // tried the group. A missing or invalid group is left alone.
 func (c *Controller) syncPodGroupStatus(ctx context.Context, key string, pods []*corev1.Pod) {
-	if !strings.HasPrefix(key, podGroupPrefix) || !standardGang(pods) {
+	if !strings.HasPrefix(key, podGroupPrefix) || !plan.UsesPodGroup(pods) {
 		return
 	}
 	u, pg, err := c.podGroup(key)

@@ -13,7 +13,10 @@ import (
 	"strconv"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
+
 	"github.com/finegrain-dev/finegrain/pkg/apis/finegrain/v1alpha1"
+	schedv1alpha1 "github.com/finegrain-dev/finegrain/pkg/apis/scheduling/v1alpha1"
 	"github.com/finegrain-dev/finegrain/pkg/placer/hpcjob"
 	"github.com/finegrain-dev/finegrain/pkg/placer/plan"
 	"github.com/finegrain-dev/finegrain/pkg/placer/snapshot"
@@ -132,6 +135,30 @@ func planJob(s *snapshot.Snapshot, opts Options) (*Output, error) {
 	return out, nil
 }
 
+// podGroupGang makes the gang of a pod group as the placer does: from its PodGroup, which the
+// snapshot must hold, when its pods use scheduling.x-k8s.io/pod-group, else from the deprecated
+// labels.
+func podGroupGang(s *snapshot.Snapshot, in snapshot.Input, ns, name string, pods []*corev1.Pod) (*plan.Gang, error) {
+	if !plan.UsesPodGroup(pods) {
+		return plan.PodGang(ns, name, pods)
+	}
+	for _, u := range in.PodGroups {
+		if u.GetNamespace() != ns || u.GetName() != name {
+			continue
+		}
+		pg, err := schedv1alpha1.FromUnstructured(u)
+		if err != nil {
+			return nil, err
+		}
+		if err := plan.MinResourcesFit(s, pg, pods); err != nil {
+			return nil, err
+		}
+		return plan.PodGroupGang(pg, pods)
+	}
+	return nil, fmt.Errorf("the pods of %s/%s are labelled %s but the cluster snapshot has no PodGroup %s/%s: add podgroups to the kubectl get that made it",
+		ns, name, schedv1alpha1.LabelPodGroup, ns, name)
+}
+
 func planPodGroup(s *snapshot.Snapshot, in snapshot.Input, group string) (*Output, error) {
 	ns, name, ok := strings.Cut(group, "/")
 	if !ok || ns == "" || name == "" {
@@ -139,14 +166,15 @@ func planPodGroup(s *snapshot.Snapshot, in snapshot.Input, group string) (*Outpu
 	}
 	var pods = in.Pods[:0:0]
 	for _, p := range in.Pods {
-		if p.Namespace == ns && p.Labels[v1alpha1.LabelPodGroup] == name {
+		if g, _, ok := schedv1alpha1.GroupOf(p); ok && p.Namespace == ns && g == name {
 			pods = append(pods, p)
 		}
 	}
 	if len(pods) == 0 {
-		return nil, fmt.Errorf("the cluster snapshot has no pods labelled %s=%s in namespace %s", v1alpha1.LabelPodGroup, name, ns)
+		return nil, fmt.Errorf("the cluster snapshot has no pods labelled %s=%s (or %s=%s) in namespace %s",
+			schedv1alpha1.LabelPodGroup, name, v1alpha1.LabelPodGroup, name, ns)
 	}
-	g, err := plan.PodGang(ns, name, pods)
+	g, err := podGroupGang(s, in, ns, name, pods)
 	if err != nil {
 		return nil, err
 	}

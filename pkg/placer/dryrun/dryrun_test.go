@@ -83,6 +83,44 @@ func TestPlanPodGroup(t *testing.T) {
 	}
 }
 
+// The same three pods labelled scheduling.x-k8s.io/pod-group take their size from the PodGroup
+// the snapshot holds (a List item of kind PodGroup): minMember 2 of 3 plans as the placer does;
+// without the PodGroup, or with minResources the cluster lacks, the plan says so.
+func TestPlanStandardPodGroup(t *testing.T) {
+	data, err := os.ReadFile("testdata/cluster-podgroup.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pods := strings.ReplaceAll(strings.ReplaceAll(string(data), `pod-group.scheduling.x-k8s.io/name: "train"`, `scheduling.x-k8s.io/pod-group: "train"`),
+		`      pod-group.scheduling.x-k8s.io/min-available: "3"`+"\n", "")
+	group := func(spec string) string {
+		return "- apiVersion: scheduling.x-k8s.io/v1alpha1\n  kind: PodGroup\n  metadata: {name: train, namespace: ml}\n  spec: " + spec + "\n"
+	}
+	dir := t.TempDir()
+	plan := func(name, extra string) (*Output, error) {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(pods+extra), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		out, _, err := Plan(Options{PodGroup: "ml/train", ClusterFile: p})
+		return out, err
+	}
+	out, err := plan("group.yaml", group("{minMember: 2}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.Job != "pod group ml/train" || out.Workers != 3 || len(out.Placements) < 2 {
+		t.Errorf("plan %+v, want the group's 3 pods, at least minMember 2 placed", out)
+	}
+	if _, err := plan("none.yaml", ""); err == nil || !strings.Contains(err.Error(), "the cluster snapshot has no PodGroup ml/train: add podgroups") {
+		t.Errorf("without the PodGroup: %v", err)
+	}
+	if _, err := plan("res.yaml", group("{minMember: 2, minResources: {cpu: 1000}}")); err == nil ||
+		!strings.Contains(err.Error(), "PodGroup ml/train: the cluster has less free than its minResources: cpu 1k") {
+		t.Errorf("minResources: %v", err)
+	}
+}
+
 func TestPlanInputErrors(t *testing.T) {
 	dir := t.TempDir()
 	write := func(name, body string) string {
@@ -108,7 +146,7 @@ func TestPlanInputErrors(t *testing.T) {
 			"badpod.yaml document 0 item 0: Pod x/p"},
 		{"items not a list", Options{JobFile: job, ClusterFile: write("items.yaml", "apiVersion: v1\nkind: List\nitems: 3\n")}, "List items is not a list"},
 		{"bad group name", Options{PodGroup: "train", ClusterFile: "testdata/cluster-podgroup.yaml"}, `--pod-group "train": want NAMESPACE/NAME`},
-		{"unknown group", Options{PodGroup: "ml/eval", ClusterFile: "testdata/cluster-podgroup.yaml"}, "no pods labelled pod-group.scheduling.x-k8s.io/name=eval in namespace ml"},
+		{"unknown group", Options{PodGroup: "ml/eval", ClusterFile: "testdata/cluster-podgroup.yaml"}, "no pods labelled scheduling.x-k8s.io/pod-group=eval (or pod-group.scheduling.x-k8s.io/name=eval) in namespace ml"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

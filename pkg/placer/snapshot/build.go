@@ -20,6 +20,8 @@ type Input struct {
 	// job's worker, its fence, a NUMA node) counts only where SchedulerName or Jobs vouch for it
 	// (trust.go).
 	Pods []*corev1.Pod
+	// PodGroups are PodGroup objects (scheduling.x-k8s.io), for planning a pod group offline.
+	PodGroups []*unstructured.Unstructured
 	// Own are pods the placer placed itself and assumes (not in Pods), taken as they claim.
 	Own []*corev1.Pod
 	// SchedulerName is the placer's; Jobs its HPCJobs by "namespace/name".

@@ -13,6 +13,7 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 
 	"github.com/finegrain-dev/finegrain/pkg/apis/finegrain/v1alpha1"
+	schedv1alpha1 "github.com/finegrain-dev/finegrain/pkg/apis/scheduling/v1alpha1"
 	"github.com/finegrain-dev/finegrain/pkg/report/nrt"
 )
 
@@ -66,7 +67,7 @@ func ReadObjects(r io.Reader, source string) (Input, []string, error) {
 	}
 	var warnings []string
 	for kind, n := range skipped {
-		warnings = append(warnings, fmt.Sprintf("%s: skipped %d objects of kind %q (only Node, Pod, NodeResourceTopology and HPCJob are used)", source, n, kind))
+		warnings = append(warnings, fmt.Sprintf("%s: skipped %d objects of kind %q (only Node, Pod, NodeResourceTopology, HPCJob and PodGroup are used)", source, n, kind))
 	}
 	slices.Sort(warnings)
 	return in, warnings, nil
@@ -88,6 +89,8 @@ func (in *Input) add(u *unstructured.Unstructured, skipped map[string]int) error
 		in.Pods = append(in.Pods, &p)
 	case nrt.Kind:
 		in.Topologies = append(in.Topologies, u)
+	case schedv1alpha1.Kind:
+		in.PodGroups = append(in.PodGroups, u)
 	case v1alpha1.Kind:
 		var job v1alpha1.HPCJob
 		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &job); err != nil {
