@@ -6,7 +6,9 @@
 # once more on containerd 2 with NRI (CONTAINERD=2), where it pins at container creation, then
 # the multi-node suite (TestMultiNode*) on a cluster of three nodes (NODES=3: gangs spread by task
 # group, placement policies, exclusive nodes, Open MPI across nodes on the pod network, a node
-# lost). Cases that need one policy, runtime or node count skip under the others. The cluster is
+# lost). The policy-none pass also runs the scheduler-plugins scheduler (hack/scheduler-plugins, built
+# here, cached) beside finegrain (TestSchedulerPlugins*). Cases that need one policy, runtime or
+# node count skip under the others. The cluster is
 # brought up as
 # needed with the tree's current images; a cluster this run started is torn down at the end.
 # A cluster that was already up is used as it is and left up; a pass whose policy it does not
@@ -76,6 +78,14 @@ if FINEGRAIN_MPI_IMAGE="$FG_ROOT/_output/images/mpi.tar" go test -count=1 -v ./i
 else
   ran+=("mpi-image($((SECONDS - image_start))s)")
   failed+=("mpi-image")
+fi
+
+# The scheduler-plugins scheduler that TestSchedulerPluginsBesideTheAgent runs beside finegrain
+# (cold: about 6 minutes on 2 cores; cached afterwards). Without it that test skips, saying why.
+if sp_dir="$("$FG_ROOT/hack/scheduler-plugins/build.sh")"; then
+  export FINEGRAIN_SCHEDULER_PLUGINS="$sp_dir/kube-scheduler-plugins"
+else
+  log "WARNING: hack/scheduler-plugins/build.sh failed; TestSchedulerPluginsBesideTheAgent will skip"
 fi
 
 for pass in "${passes[@]}"; do
