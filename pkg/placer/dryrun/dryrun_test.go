@@ -19,25 +19,32 @@ var update = flag.Bool("update", false, "rewrite the golden files under testdata
 // TestPlanGolden runs `placer plan` on the fixtures and compares the JSON it prints with the
 // reviewed golden files: the dry run's output is a public contract.
 func TestPlanGolden(t *testing.T) {
-	tests := []struct{ job, cluster string }{
-		{"job-cpu-scale", "cluster-paper"},
-		{"job-cpu-granularity", "cluster-paper"},
-		{"job-network", "cluster-paper"},
-		{"job-network-wide", "cluster-paper"},
-		{"job-none", "cluster-paper"},
-		{"job-cpu-scale", "cluster-tainted"},
-		{"job-none", "cluster-fragmented"},
-		{"job-network", "cluster-fragmented"},
-		{"job-network", "cluster-stale"},
-		{"job-bad", "cluster-paper"},
+	tests := []struct {
+		job, cluster string
+		noTaskGroups bool
+	}{
+		{"job-cpu-scale", "cluster-paper", false},
+		{"job-cpu-granularity", "cluster-paper", false},
+		{"job-cpu-granularity", "cluster-paper", true},
+		{"job-network", "cluster-paper", false},
+		{"job-network-wide", "cluster-paper", false},
+		{"job-none", "cluster-paper", false},
+		{"job-cpu-scale", "cluster-tainted", false},
+		{"job-none", "cluster-fragmented", false},
+		{"job-network", "cluster-fragmented", false},
+		{"job-network", "cluster-stale", false},
+		{"job-bad", "cluster-paper", false},
 	}
 	for _, tc := range tests {
 		name := tc.job + "_on_" + tc.cluster
+		if tc.noTaskGroups {
+			name += "_no-task-groups"
+		}
 		t.Run(name, func(t *testing.T) {
 			opts := Options{
 				JobFile:     filepath.Join("testdata", tc.job+".yaml"),
 				ClusterFile: filepath.Join("testdata", tc.cluster+".yaml"),
-				Output:      "json", SchedulerName: v1alpha1.DefaultSchedulerName,
+				Output:      "json", SchedulerName: v1alpha1.DefaultSchedulerName, NoTaskGroups: tc.noTaskGroups,
 			}
 			out, warnings, err := Plan(opts)
 			var buf bytes.Buffer
