@@ -134,6 +134,12 @@ func TestRunFlags(t *testing.T) {
 	if o.placer.KubeAPIQPS != 25.5 || o.placer.KubeAPIBurst != 50 || c.SSHPorts.String() != "30000-30099" || o.logLevel.String() != "DEBUG" || c.SchedulerName != "x" {
 		t.Errorf("parsed %+v, log level %v", o.placer, o.logLevel)
 	}
+	if o, _ := parseRun(t); !o.placer.Controller.TaskGroups {
+		t.Error("task groups off by default")
+	}
+	if o, _ := parseRun(t, "--task-groups=false"); o.placer.Controller.TaskGroups {
+		t.Error("--task-groups=false left task groups on")
+	}
 	if code, _, errOut := placerCmd("run", "--ssh-port-range", "9-1"); code != 2 || !strings.Contains(errOut, `placer run: invalid argument "9-1" for "--ssh-port-range" flag`) {
 		t.Errorf("bad port range: exit %d, %q", code, errOut)
 	}
