@@ -155,11 +155,15 @@ func TestElasticWithoutHookKeepsItsSize(t *testing.T) {
 	}
 }
 
-// growScene runs an elastic job with a hook at the 2 workers that fit one node, then adds a second
-// node: room for its maximum of 4.
-func growScene(t *testing.T) *harness {
+// growScene: a running elastic job of 2 workers whose hook answers within timeout seconds, and a
+// second node that gives it room to grow to 4. Tests that do not wait for the timeout give it a
+// long one, so that a slow machine never lets it fire in their stead.
+func growScene(t *testing.T, timeout int32) *harness {
 	t.Helper()
-	h := newHarness(t, testOptions(), append(cluster(1, 9), hpcJob("el", 32, hooked(1, 4)))...)
+	h := newHarness(t, testOptions(), append(cluster(1, 9), hpcJob("el", 32, func(s *v1alpha1.HPCJobSpec) {
+		hooked(1, 4)(s)
+		s.Elastic.RescaleHook.TimeoutSeconds = timeout
+	}))...)
 	h.eventually("job running", func() bool { return h.phase("hpc", "el") == v1alpha1.PhaseRunning })
 	h.runLauncher("hpc", "el")
 	in := st.Uniform("n", 2, 2, 9, 64)
@@ -172,7 +176,7 @@ func growScene(t *testing.T) *harness {
 // are Ready — the hostfile of all workers is published and the hook called; only its
 // acknowledgement makes the new size the job's.
 func TestElasticExpandsThroughHook(t *testing.T) {
-	h := growScene(t)
+	h := growScene(t, 60)
 	h.eventually("new workers bound, the growth waiting for them", func() bool {
 		c := h.condition("hpc", "el", ConditionRescaling)
 		return len(h.workerNames("hpc", "el")) == 4 && c != nil && c.Status == metav1.ConditionTrue
@@ -217,7 +221,7 @@ func TestElasticExpandsThroughHook(t *testing.T) {
 // New workers that are not Ready within the hook's timeout are deleted again and the job keeps
 // its size; the hook is never called.
 func TestElasticGrowthTimesOut(t *testing.T) {
-	h := growScene(t)
+	h := growScene(t, 1)
 	h.eventually("growth timed out", func() bool {
 		c := h.condition("hpc", "el", ConditionRescaling)
 		return c != nil && c.Reason == ReasonRescaleTimeout
@@ -372,7 +376,7 @@ func (h *harness) restartController() {
 // A placer that restarts while a growth waits for its new workers rolls it back: the new workers
 // go, the hostfile is the job's again, and Rescaling says what happened.
 func TestInterruptedGrowthIsRolledBack(t *testing.T) {
-	h := growScene(t)
+	h := growScene(t, 60)
 	h.eventually("new workers bound, the growth waiting for them", func() bool {
 		return len(h.workerNames("hpc", "el")) == 4 && h.condition("hpc", "el", ConditionRescaling) != nil
 	})
