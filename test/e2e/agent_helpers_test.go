@@ -35,6 +35,8 @@ import (
 const (
 	agentSelector = "app.kubernetes.io/name=finegrain-nodeagent"
 	agentEndpoint = "http://127.0.0.1:9720"
+	// metricsEndpoint is the agent's --metrics-address (daemonset/nodeagent/daemonset.yaml).
+	metricsEndpoint = "http://127.0.0.1:9721"
 	// agentReadyTimeout covers a fresh agent's start: image already local, pod list at once.
 	agentReadyTimeout = 90 * time.Second
 )
@@ -264,7 +266,12 @@ func killAgent(t *testing.T, c *framework.Cluster) {
 
 // agentGet fetches one of the agent's endpoints on the node's loopback.
 func agentGet(ctx context.Context, path string) (int, string, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, agentEndpoint+path, nil)
+	return httpGet(ctx, agentEndpoint+path)
+}
+
+// httpGet fetches url and returns the status and up to 1 MiB of the body.
+func httpGet(ctx context.Context, url string) (int, string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return 0, "", err
 	}

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/cpuset"
 
 	"github.com/finegrain-dev/finegrain/test/e2e/framework"
@@ -27,11 +28,22 @@ func TestAgentDaemonSetReady(t *testing.T) {
 	if sc == nil || sc.Privileged == nil || *sc.Privileged || sc.Capabilities == nil || len(sc.Capabilities.Drop) != 1 {
 		t.Errorf("agent container security context %+v, want unprivileged with every capability dropped", sc)
 	}
+	if psc := pod.Spec.SecurityContext; psc == nil || psc.SeccompProfile == nil || psc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
+		t.Errorf("agent pod security context %+v, want seccomp RuntimeDefault", psc)
+	}
 	ctx := context.Background()
 	for _, path := range []string{"/healthz", "/readyz", "/pins", "/metrics"} {
 		code, body, err := agentGet(ctx, path)
 		if err != nil || code != 200 {
 			t.Errorf("GET %s = %d %v\n%s", path, code, err, body)
+		}
+	}
+	// The metrics for a cluster's Prometheus on the node's port 9721 (every address of the host,
+	// whose network the one-node cluster's agent shares), and nothing else there.
+	for path, want := range map[string]int{"/metrics": 200, "/pins": 404, "/processes": 404} {
+		code, body, err := httpGet(ctx, metricsEndpoint+path)
+		if err != nil || code != want || (want == 200 && !strings.Contains(body, "finegrain_nodeagent_")) {
+			t.Errorf("GET %s%s = %d %v, want %d\n%.300s", metricsEndpoint, path, code, err, want, body)
 		}
 	}
 	// With no pin, every container cgroup carries the whole machine.
