@@ -129,7 +129,7 @@ func (c *Controller) runRescale(ctx context.Context, r *rescale) {
 		err := c.waitReady(wctx, r.fresh)
 		cancel()
 		if err != nil {
-			r.err, r.failed, r.timedOut = err, "ready", wctx.Err() != nil
+			r.err, r.failed, r.timedOut = err, "ready", errors.Is(wctx.Err(), context.DeadlineExceeded)
 			return
 		}
 	}
@@ -192,6 +192,14 @@ func (c *Controller) waitReady(ctx context.Context, pods []*corev1.Pod) error {
 // deleted, and the Rescaling condition says why; either way the rescale gap starts again.
 func (c *Controller) finishRescale(ctx context.Context, op *bindOp) {
 	r := op.rescale
+	if ctx.Err() != nil {
+		// The placer is stopping or lost its lease in the middle of the rescale, whose wait
+		// ended for that reason and not on the job's account: nothing more is written or
+		// deleted here. The next leader finds Rescaling True and rolls it back
+		// (interruptedRescale).
+		delete(c.shrinks, op.key)
+		return
+	}
 	ns, name := r.job.Namespace, r.job.Name
 	u, job, st, running := c.runningJob(ns, name)
 	zero := int64(0)
