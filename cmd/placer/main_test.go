@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
+	"math"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -143,4 +145,38 @@ func TestRunFlags(t *testing.T) {
 	if code, _, errOut := placerCmd("run", "--ssh-port-range", "9-1"); code != 2 || !strings.Contains(errOut, `placer run: invalid argument "9-1" for "--ssh-port-range" flag`) {
 		t.Errorf("bad port range: exit %d, %q", code, errOut)
 	}
+}
+
+// --priority-aging is off by default, takes a priority per hour, and refuses what is not one.
+func TestPriorityAgingFlag(t *testing.T) {
+	if o, _ := parseRun(t); o.placer.Controller.Aging.PerHour != 0 {
+		t.Errorf("aging on by default: %+v", o.placer.Controller.Aging)
+	}
+	if o, _ := parseRun(t, "--priority-aging=2.5"); o.placer.Controller.Aging.PerHour != 2.5 {
+		t.Errorf("--priority-aging=2.5 parsed as %+v", o.placer.Controller.Aging)
+	}
+	for _, bad := range []string{"-1", "x", "NaN", "Inf"} {
+		code, _, errOut := placerCmd("run", "--priority-aging", bad)
+		if want := `placer run: invalid argument "` + bad + `" for "--priority-aging" flag: want a priority per hour, a number 0 or above (0: off)`; code != 2 || !strings.Contains(errOut, want) {
+			t.Errorf("--priority-aging %s: exit %d, %q", bad, code, errOut)
+		}
+	}
+}
+
+func FuzzParseAging(f *testing.F) {
+	for _, s := range []string{"0", "2.5", "-1", "1e400", "NaN", "+Inf", "0x10", ""} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		a, err := parseAging(s)
+		if err != nil {
+			if a.PerHour != 0 || !strings.Contains(err.Error(), strconv.Quote(s)) {
+				t.Errorf("%q: %+v, %v", s, a, err)
+			}
+			return
+		}
+		if !(a.PerHour >= 0) || math.IsInf(a.PerHour, 0) {
+			t.Errorf("%q parsed as %v", s, a.PerHour)
+		}
+	})
 }

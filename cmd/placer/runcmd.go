@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"os/signal"
+	"strconv"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -14,6 +16,7 @@ import (
 	"github.com/finegrain-dev/finegrain/internal/cli"
 	"github.com/finegrain-dev/finegrain/pkg/mpi"
 	"github.com/finegrain-dev/finegrain/pkg/placer"
+	"github.com/finegrain-dev/finegrain/pkg/placer/elastic"
 	"github.com/finegrain-dev/finegrain/pkg/placer/priority"
 )
 
@@ -80,8 +83,22 @@ func addRunFlags(fs *pflag.FlagSet, o *runOptions) {
 		c.ShrinkScope = s
 		return err
 	})
+	fs.Func("priority-aging", "`PRIORITY` a waiting gang gains per hour it has waited, in the queue's order and completeJob's alone (never to shrink another job); 0 is off (default 0)", func(v string) error {
+		a, err := parseAging(v)
+		c.Aging = a
+		return err
+	})
 	fs.DurationVar(&c.ImagePullGrace, "image-pull-grace", c.ImagePullGrace, "how long a job's pod may fail to pull its image before the job fails (an image that can never be pulled fails it at once)")
 	fs.TextVar(&o.logLevel, "log-level", slog.LevelInfo, "log `LEVEL`: debug, info, warn or error")
+}
+
+// parseAging reads --priority-aging: a priority per hour, finite and not negative.
+func parseAging(v string) (elastic.Aging, error) {
+	f, err := strconv.ParseFloat(v, 64)
+	if err != nil || f < 0 || math.IsInf(f, 0) || math.IsNaN(f) {
+		return elastic.Aging{}, fmt.Errorf("want a priority per hour, a number 0 or above (0: off), not %q", v)
+	}
+	return elastic.Aging{PerHour: f}, nil
 }
 
 // renamedLeaderElectionFlags pairs the placer's leader election flags before it took

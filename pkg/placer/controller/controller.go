@@ -38,6 +38,7 @@ import (
 	"github.com/finegrain-dev/finegrain/pkg/apis/finegrain/v1alpha1"
 	schedv1alpha1 "github.com/finegrain-dev/finegrain/pkg/apis/scheduling/v1alpha1"
 	"github.com/finegrain-dev/finegrain/pkg/mpi"
+	"github.com/finegrain-dev/finegrain/pkg/placer/elastic"
 	"github.com/finegrain-dev/finegrain/pkg/placer/plan"
 	"github.com/finegrain-dev/finegrain/pkg/placer/priority"
 	"github.com/finegrain-dev/finegrain/pkg/placer/queue"
@@ -79,6 +80,12 @@ type Options struct {
 	TaskGroups bool
 	// ShrinkScope says whose elastic jobs a waiting gang of strictly higher priority may shrink.
 	ShrinkScope priority.Scope
+	// Aging raises a waiting gang's priority with the time since it was submitted (its priority
+	// per hour waited), so that gangs of higher priority submitted later cannot starve it: the
+	// queue tries gangs in the order of their aged priorities, and completeJob grows no running
+	// job that a waiting gang of higher aged priority would start before. Shrinking stays with
+	// the gang's own priority: waiting gains no right to shrink another job. Off when zero.
+	Aging elastic.Aging
 	// Hooks calls the rescale hooks of elastic jobs (NewAPIHooks); New refuses nil.
 	Hooks Hooks
 }
@@ -188,6 +195,7 @@ func New(kube kubernetes.Interface, dyn dynamic.Interface, recorder events.Event
 		wake:       make(chan struct{}, 1),
 		queue: queue.New(queue.Options{
 			InitialBackoff: opts.InitialBackoff, MaxBackoff: opts.MaxBackoff, ChangeDelay: opts.ChangeDelay,
+			Aging: opts.Aging,
 		}),
 		assumed:        newAssumptions(opts.AssumeTTL),
 		cache:          snapshot.NewCache(opts.SchedulerName),

@@ -151,14 +151,15 @@ func (c *Controller) rescalableLauncher(job *v1alpha1.HPCJob, now time.Time) *co
 }
 
 // mayGrow is completeJob's rule for a running elastic job: out of its rescale gap, and no gang
-// waiting that comes before it (higher priority, or equal and submitted earlier) and could start
-// now — a waiting gang that does not fit, however high its priority, does not hold it back.
+// waiting that comes before it (higher priority, aged with Options.Aging, or equal and submitted
+// earlier) and could start now — a waiting gang that does not fit, however high its priority,
+// does not hold it back.
 func (c *Controller) mayGrow(u *unstructured.Unstructured, job *v1alpha1.HPCJob, st *v1alpha1.HPCJobStatus, e *queue.Entry, snap *snapshot.Snapshot, now time.Time) bool {
 	j := elasticJob(u, job, st, e.Priority, int(st.Workers), true)
 	var waiting []elastic.Job
 	for _, k := range c.queue.Keys() {
 		if w, _ := c.queue.Get(k); w.Kind == queue.Gang {
-			waiting = append(waiting, elastic.Job{Key: w.Key, Priority: w.Priority, Submitted: w.Created})
+			waiting = append(waiting, elastic.Job{Key: w.Key, Priority: c.queue.Priority(w, now), Submitted: w.Created})
 		}
 	}
 	return elastic.MayGrow(j, waiting, now, func(w elastic.Job) bool { return c.startsNow(w.Key, snap) })
@@ -352,7 +353,9 @@ type victim struct {
 // minReplicas nor inside their rescale gap, their highest-numbered workers first — until the gang
 // fits at its maximum (an elastic HPCJob's maxReplicas; any other gang has one size), each
 // through the rescale protocol (startShrink). The gang starts on its own next attempt, once the
-// workers are gone. An HPCJob must first show that the API server admits its pods (podsAdmitted):
+// workers are gone. The gang claims its own priority (e.Priority), never its priority aged with
+// Options.Aging: waiting orders the queue but gives no right to shrink another job. An HPCJob must
+// first show that the API server admits its pods (podsAdmitted):
 // the priority it claims is then one its namespace may use. replan answers whether a gang of one
 // size fits a snapshot; u is the HPCJob of the gang, nil for plain pods (their pods passed
 // admission already).

@@ -1,16 +1,18 @@
 // Package queue owns the placer's gang queue: which gang is tried next. Gangs are ordered by
-// priority (higher first), then by kind (new gangs before the expansion of a running elastic
-// job), then by age (older first), then by key, so that every pod of one gang is placed back to
-// back and a gang that does not fit never blocks the ones behind it: a failed gang backs off
-// exponentially, and comes back early once the cluster has changed since it failed. The queue
-// only orders keys; it must not plan, bind or read the cluster. It is not safe for concurrent
-// use: the placer's scheduling loop owns it.
+// priority (higher first; with aging on, a waiting gang's priority grows with its wait), then by
+// kind (new gangs before the expansion of a running elastic job), then by age (older first), then
+// by key, so that every pod of one gang is placed back to back and a gang that does not fit never
+// blocks the ones behind it: a failed gang backs off exponentially, and comes back early once the
+// cluster has changed since it failed. The queue only orders keys; it must not plan, bind or read
+// the cluster. It is not safe for concurrent use: the placer's scheduling loop owns it.
 package queue
 
 import (
 	"cmp"
 	"slices"
 	"time"
+
+	"github.com/finegrain-dev/finegrain/pkg/placer/elastic"
 )
 
 // Kind separates new gangs from expansions of running elastic jobs.
@@ -25,8 +27,9 @@ const (
 
 // Entry is one queued gang.
 type Entry struct {
-	Key      string
-	Kind     Kind
+	Key  string
+	Kind Kind
+	// Priority is the gang's own priority, without aging (Queue.Priority ages it).
 	Priority int32
 	// Created is when the gang was submitted; it orders equal priorities and starts its timeout.
 	Created time.Time
@@ -50,6 +53,9 @@ type Options struct {
 	// ChangeDelay is the least wait after a failure before a cluster change makes the gang ready
 	// again (it batches bursts of events).
 	ChangeDelay time.Duration
+	// Aging raises the priority of a waiting gang (Kind Gang, not an expansion) by the time since
+	// its Created, for the order alone; the zero value is off.
+	Aging elastic.Aging
 }
 
 // Queue is the ordered set of gangs.
@@ -65,9 +71,12 @@ func New(opts Options) *Queue {
 	return &Queue{opts: opts, byKey: map[string]*Entry{}}
 }
 
-func less(a, b *Entry) int {
+func less(a, b *Entry) int { return order(a.Priority, b.Priority, a, b) }
+
+// order compares a and b as the queue orders them when their priorities are pa and pb.
+func order(pa, pb int32, a, b *Entry) int {
 	return cmp.Or(
-		cmp.Compare(b.Priority, a.Priority),
+		cmp.Compare(pb, pa),
 		cmp.Compare(a.Kind, b.Kind),
 		a.Created.Compare(b.Created),
 		cmp.Compare(a.Key, b.Key),
@@ -131,14 +140,37 @@ func (q *Queue) ready(e *Entry, now time.Time) bool {
 	return q.gen > e.failedGen && !now.Before(e.lastAttempt.Add(q.opts.ChangeDelay))
 }
 
-// Next returns the first gang, in queue order, that is ready to be tried at now.
+// Priority is e's priority at now: a waiting gang's aged by Options.Aging, an expansion's its own.
+func (q *Queue) Priority(e *Entry, now time.Time) int32 {
+	if e.Kind != Gang {
+		return e.Priority
+	}
+	return q.opts.Aging.Priority(e.Priority, now.Sub(e.Created))
+}
+
+// Next returns the first gang, in queue order at now, that is ready to be tried at now. The
+// entries are kept in the order of their own priorities; with aging on, the ready gang that
+// comes first by its priority at now is found by a scan of them all.
 func (q *Queue) Next(now time.Time) (*Entry, bool) {
+	aging := q.opts.Aging.PerHour > 0
+	var first *Entry
 	for _, e := range q.entries {
-		if q.ready(e, now) {
+		if !q.ready(e, now) {
+			continue
+		}
+		if !aging {
 			return e, true
 		}
+		if first == nil || q.lessAt(e, first, now) < 0 {
+			first = e
+		}
 	}
-	return nil, false
+	return first, first != nil
+}
+
+// lessAt is less with the entries' priorities at now.
+func (q *Queue) lessAt(a, b *Entry, now time.Time) int {
+	return order(q.Priority(a, now), q.Priority(b, now), a, b)
 }
 
 // Failed records a failed attempt at now: the gang backs off, and reports whether it has just
@@ -191,7 +223,7 @@ func (q *Queue) WakeAt() (t time.Time, ok bool) {
 	return t, ok
 }
 
-// Keys lists the queued gangs in order.
+// Keys lists the queued gangs in the order of their own priorities (without aging).
 func (q *Queue) Keys() []string {
 	out := make([]string, len(q.entries))
 	for i, e := range q.entries {

@@ -4,6 +4,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/finegrain-dev/finegrain/pkg/placer/elastic"
 )
 
 var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -127,5 +129,45 @@ func TestTimeoutReportedOnce(t *testing.T) {
 	}
 	if q.Failed("absent", t0) {
 		t.Error("absent gang timed out")
+	}
+}
+
+// With aging, a waiting gang's priority grows with its wait and orders Next; an expansion's does
+// not age, and Keys keep the gangs' own order.
+func TestAging(t *testing.T) {
+	q := New(Options{InitialBackoff: time.Second, MaxBackoff: 8 * time.Second, Aging: elastic.Aging{PerHour: 10}})
+	q.Add("old-low", Gang, 1, t0, 0)
+	q.Add("new-high", Gang, 10, t0.Add(90*time.Minute), 0)
+	q.Add("grow", Expansion, 12, t0.Add(-10*time.Hour), 0)
+	at := func(d time.Duration) string {
+		e, _ := q.Next(t0.Add(d))
+		return e.Key
+	}
+	e, _ := q.Get("grow")
+	if p := q.Priority(e, t0.Add(time.Hour)); p != 12 {
+		t.Errorf("expansion aged to %d, want its own 12", p)
+	}
+	e, _ = q.Get("old-low")
+	if p := q.Priority(e, t0.Add(90*time.Minute)); p != 16 {
+		t.Errorf("gang of priority 1 after 90 minutes at 10 per hour: %d, want 16", p)
+	}
+	if got := at(90 * time.Minute); got != "old-low" {
+		t.Errorf("after 90 minutes next is %s, want old-low (aged 16 over 10 and 12)", got)
+	}
+	if got := at(30 * time.Minute); got != "grow" {
+		t.Errorf("after 30 minutes next is %s, want grow (12 over old-low's 6)", got)
+	}
+	q.Failed("old-low", t0.Add(90*time.Minute))
+	if got := at(90 * time.Minute); got != "grow" {
+		t.Errorf("with old-low backing off next is %s, want grow", got)
+	}
+	if got, want := q.Keys(), []string{"grow", "new-high", "old-low"}; !slices.Equal(got, want) {
+		t.Errorf("keys %v, want %v", got, want)
+	}
+	off := newQueue()
+	off.Add("old-low", Gang, 1, t0, 0)
+	off.Add("new-high", Gang, 10, t0.Add(90*time.Minute), 0)
+	if e, _ := off.Next(t0.Add(100 * time.Hour)); e.Key != "new-high" || off.Priority(e, t0.Add(100*time.Hour)) != 10 {
+		t.Errorf("aging off: next %s", e.Key)
 	}
 }
