@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
-	"strconv"
 	"time"
 
 	"sigs.k8s.io/yaml"
@@ -107,11 +106,7 @@ func DecodeElasticTrace(data []byte, source string, m *ElasticModel) ([]ElasticJ
 }
 
 func (t *elasticTraceJob) job(i int, m *ElasticModel) (ElasticJob, error) {
-	name := t.Name
-	if name == "" {
-		name = "job-" + strconv.Itoa(i+1)
-	}
-	where := fmt.Sprintf("job %s (jobs[%d])", name, i)
+	name, where := traceJobName(t.Name, i)
 	if t.Arrival == nil {
 		return ElasticJob{}, fmt.Errorf("%s: arrival is required (seconds from the start, or a duration)", where)
 	}

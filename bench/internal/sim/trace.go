@@ -184,13 +184,18 @@ func decodeStrict(data []byte, source string, f any) error {
 	return nil
 }
 
-// job validates one entry; i is its position (from 0).
-func (t *traceJob) job(i int) (Job, error) {
-	name := t.Name
+// traceJobName is the name of a trace's i-th job (from 0; job-N when the entry names none) and
+// how its errors name it; both trace formats use it.
+func traceJobName(name string, i int) (string, string) {
 	if name == "" {
 		name = "job-" + strconv.Itoa(i+1)
 	}
-	where := fmt.Sprintf("job %s (jobs[%d])", name, i)
+	return name, fmt.Sprintf("job %s (jobs[%d])", name, i)
+}
+
+// job validates one entry; i is its position (from 0).
+func (t *traceJob) job(i int) (Job, error) {
+	name, where := traceJobName(t.Name, i)
 	if t.Arrival == nil {
 		return Job{}, fmt.Errorf("%s: arrival is required (seconds from the start, or a duration)", where)
 	}
