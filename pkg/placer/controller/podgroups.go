@@ -91,12 +91,12 @@ func (c *Controller) plainGang(snap *snapshot.Snapshot, key string, live, pendin
 	}
 }
 
-// gangTimeout is how long a gang may wait to fit: its PodGroup's scheduleTimeoutSeconds, else
-// the placer's --gang-timeout.
+// gangTimeout is how long a gang may wait to fit: its PodGroup's timeout (PodGroupSpec.Timeout),
+// else the placer's --gang-timeout.
 func (c *Controller) gangTimeout(key string, pods []*corev1.Pod) time.Duration {
 	if strings.HasPrefix(key, podGroupPrefix) && plan.UsesPodGroup(pods) {
-		if _, pg, err := c.podGroup(key); err == nil && pg.Spec.ScheduleTimeoutSeconds != nil {
-			return time.Duration(*pg.Spec.ScheduleTimeoutSeconds) * time.Second
+		if _, pg, err := c.podGroup(key); err == nil {
+			return pg.Spec.Timeout(c.opts.GangTimeout)
 		}
 	}
 	return c.opts.GangTimeout

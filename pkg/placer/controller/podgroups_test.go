@@ -155,3 +155,38 @@ func TestDeprecatedPodGroupLabel(t *testing.T) {
 		t.Errorf("%d deprecation warnings on o0, want 1:\n%s", n, h.rec.all())
 	}
 }
+
+// A PodGroup as MPI Operator's scheduler-plugins gang option writes it (minMember the workers
+// and the launcher, scheduleTimeoutSeconds 0, minResources the sum of their requests), its
+// pinned workers made first and its shared-pool launcher later (the launcher's Job makes that
+// pod): the group is valid, no worker is bound before the launcher is there, then the three are
+// bound together, each worker on one NUMA node, and the group waits the placer's --gang-timeout,
+// not no time.
+func TestPodGroupOfMPIOperator(t *testing.T) {
+	h := newHarness(t, testOptions(), cluster(2, 4)...)
+	h.createPodGroup("pi", schedv1alpha1.PodGroupSpec{MinMember: 3, ScheduleTimeoutSeconds: ptr.To[int32](0),
+		MinResources: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("8100m"), corev1.ResourceMemory: resource.MustParse("2176Mi")}})
+	h.createPod(groupPod("pi-worker-0", schedv1alpha1.LabelPodGroup, "pi", "4"))
+	h.createPod(groupPod("pi-worker-1", schedv1alpha1.LabelPodGroup, "pi", "4"))
+	h.never("a worker bound before the launcher exists", 200*time.Millisecond, func() bool { b, _ := h.boundIn("pi"); return b > 0 })
+	launcher := st.Pod("ml", "pi-launcher-x7k2q", "", "100m", "128Mi", false)
+	launcher.UID = k8stypes.UID("uid-pod-pi-launcher")
+	launcher.Spec.SchedulerName = v1alpha1.DefaultSchedulerName
+	launcher.Labels[schedv1alpha1.LabelPodGroup] = "pi"
+	h.createPod(launcher)
+	h.eventually("the gang bound", func() bool { b, _ := h.boundIn("pi"); return b == 3 })
+	var pods []*corev1.Pod
+	for _, p := range h.pods("ml") {
+		pods = append(pods, &p)
+		_, numa := p.Annotations[v1alpha1.AnnotationNUMANode]
+		if pinned := p.Labels[v1alpha1.LabelPinning] == v1alpha1.PinningExclusive; numa != pinned {
+			t.Errorf("pod %s (pinned %v) has NUMA node annotation %q", p.Name, pinned, p.Annotations[v1alpha1.AnnotationNUMANode])
+		}
+	}
+	if all := h.rec.all(); strings.Contains(all, "invalid") || strings.Contains(all, "GangTimeout") {
+		t.Errorf("events:\n%s", all)
+	}
+	if got := h.c.gangTimeout("pod group ml/pi", pods); got != time.Minute {
+		t.Errorf("gang timeout %v, want the placer's --gang-timeout %v", got, time.Minute)
+	}
+}

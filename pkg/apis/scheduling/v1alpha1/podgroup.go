@@ -10,6 +10,7 @@ package v1alpha1
 
 import (
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -57,8 +58,19 @@ type PodGroupSpec struct {
 	// pods included) before the group is tried at all.
 	MinResources corev1.ResourceList `json:"minResources,omitempty"`
 	// ScheduleTimeoutSeconds is how long the group may wait for its gang to fit before it is
-	// reported timed out; unset, the placer's --gang-timeout.
+	// reported timed out; unset or 0, the placer's --gang-timeout (Timeout).
 	ScheduleTimeoutSeconds *int32 `json:"scheduleTimeoutSeconds,omitempty"`
+}
+
+// Timeout is how long the group may wait for its gang to fit: scheduleTimeoutSeconds, or def
+// (the placer's --gang-timeout) when it is unset or 0. MPI Operator's scheduler-plugins gang
+// option writes 0 into every PodGroup whose MPIJob's schedulingPolicy gives no timeout, meaning
+// none was chosen; a gang the placer binds all at once has no use for a wait of no time.
+func (s *PodGroupSpec) Timeout(def time.Duration) time.Duration {
+	if t := s.ScheduleTimeoutSeconds; t != nil && *t > 0 {
+		return time.Duration(*t) * time.Second
+	}
+	return def
 }
 
 // Phase is where a pod group is in its life, in the upstream API's words.
@@ -126,8 +138,8 @@ func Validate(spec *PodGroupSpec) field.ErrorList {
 		errs = append(errs, field.Invalid(sp.Child("minMember"), spec.MinMember,
 			"must be at least 1: the number of the group's pods that must fit together"))
 	}
-	if t := spec.ScheduleTimeoutSeconds; t != nil && *t < 1 {
-		errs = append(errs, field.Invalid(sp.Child("scheduleTimeoutSeconds"), *t, "must be at least 1 second, or unset for the placer's --gang-timeout"))
+	if t := spec.ScheduleTimeoutSeconds; t != nil && *t < 0 {
+		errs = append(errs, field.Invalid(sp.Child("scheduleTimeoutSeconds"), *t, "must not be negative: give the seconds the gang may wait, or 0 or nothing for the placer's --gang-timeout"))
 	}
 	for name, q := range spec.MinResources {
 		if q.Sign() < 0 {

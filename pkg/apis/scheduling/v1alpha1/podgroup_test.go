@@ -5,10 +5,12 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 )
 
@@ -115,13 +117,36 @@ func TestFromUnstructured(t *testing.T) {
 		want string
 	}{
 		{map[string]any{}, "PodGroup ml/train is invalid: spec.minMember: Invalid value: 0: must be at least 1"},
-		{map[string]any{"minMember": int64(2), "scheduleTimeoutSeconds": int64(0)}, "spec.scheduleTimeoutSeconds: Invalid value: 0: must be at least 1 second"},
+		{map[string]any{"minMember": int64(2), "scheduleTimeoutSeconds": int64(-1)}, "spec.scheduleTimeoutSeconds: Invalid value: -1: must not be negative"},
 		{map[string]any{"minMember": int64(2), "minResources": map[string]any{"cpu": "-1"}}, "spec.minResources[cpu]: Invalid value: \"-1\": must not be negative"},
 		{map[string]any{"minMember": "two"}, "PodGroup ml/train: "},
 	}
 	for _, tc := range bad {
 		if _, err := FromUnstructured(obj(tc.spec)); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("spec %v: error %v, want %q", tc.spec, err, tc.want)
+		}
+	}
+}
+
+// scheduleTimeoutSeconds 0, which MPI Operator's scheduler-plugins gang option writes when the
+// MPIJob gives no timeout, is a valid group that waits the placer's --gang-timeout, as unset does.
+func TestTimeout(t *testing.T) {
+	const def = 5 * time.Minute
+	tests := []struct {
+		seconds *int32
+		want    time.Duration
+	}{
+		{nil, def},
+		{ptr.To[int32](0), def},
+		{ptr.To[int32](30), 30 * time.Second},
+	}
+	for _, tc := range tests {
+		spec := PodGroupSpec{MinMember: 3, ScheduleTimeoutSeconds: tc.seconds}
+		if errs := Validate(&spec); len(errs) > 0 {
+			t.Errorf("scheduleTimeoutSeconds %v: %v", ptr.Deref(tc.seconds, -1), errs.ToAggregate())
+		}
+		if got := spec.Timeout(def); got != tc.want {
+			t.Errorf("scheduleTimeoutSeconds %v: Timeout %v, want %v", ptr.Deref(tc.seconds, -1), got, tc.want)
 		}
 	}
 }
