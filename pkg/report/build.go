@@ -122,6 +122,7 @@ func Build(node NodeRef, topo *topology.Topology, snap Snapshot, opts Options) (
 			{Name: nrt.AttrExclusiveAvailable, Value: strconv.Itoa(opts.ExclusiveAvailable(snap.Free, topo.ThreadsPerCore()))},
 		},
 	}
+	obj.Attributes = append(obj.Attributes, layoutAttributes(topo)...)
 	for i, f := range snap.Free {
 		obj.Zones = append(obj.Zones, zone(topo, f, pinsByZone[i], memoryByZone[i], opts))
 	}
@@ -156,4 +157,17 @@ func zone(topo *topology.Topology, f policy.NUMAFree, pins []nrt.PinEntry, pinne
 		}
 	}
 	return z
+}
+
+// layoutAttributes are the node's sockets, cores per socket and threads per core, whole numbers
+// as Slurm's NodeName lines want them: cores and CPUs divided evenly (a node with offline CPUs
+// rounds down).
+func layoutAttributes(topo *topology.Topology) []nrt.Attribute {
+	sockets := max(len(topo.Sockets), 1)
+	cores := max(len(topo.Cores), 1)
+	return []nrt.Attribute{
+		{Name: nrt.AttrSockets, Value: strconv.Itoa(sockets)},
+		{Name: nrt.AttrCoresPerSocket, Value: strconv.Itoa(cores / sockets)},
+		{Name: nrt.AttrThreadsPerCore, Value: strconv.Itoa(topo.NumCPUs() / cores)},
+	}
 }

@@ -90,6 +90,12 @@ attributes:
   value: "2"
 - name: finegrain.dev/exclusive-available
   value: "4"
+- name: finegrain.dev/sockets
+  value: "2"
+- name: finegrain.dev/cores-per-socket
+  value: "4"
+- name: finegrain.dev/threads-per-core
+  value: "2"
 zones:
 - name: node-0
   type: Node
@@ -318,6 +324,38 @@ func TestBuildRejectsSnapshotsThatDoNotMatch(t *testing.T) {
 			tt.mutate(&s)
 			if _, err := Build(tt.node, topo, s, Options{}); err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("Build = %v, want an error mentioning %q", err, tt.want)
+			}
+		})
+	}
+}
+
+// The node's CPU layout, as Slurm's NodeName lines of a virtual cluster need it, from captured
+// and generated sysfs trees: the paper's 2 × 18-core Xeon, a 2 × 20 × 2 SMT Xeon, a 2-CPU VM, and
+// an 8-core SMT Xeon with its last two hardware threads offline (whole cores, rounded down).
+func TestBuildLayoutAttributes(t *testing.T) {
+	for _, tt := range []struct{ tree, sockets, cores, threads string }{
+		{"xeon-e5-2697v4-2s", "2", "18", "1"},
+		{"xeon-gold-6248-2s-smt", "2", "20", "2"},
+		{"vm-kvm-epyc-2cpu", "1", "2", "1"},
+		{"xeon-e2278g-offline-isolcpus", "1", "8", "1"},
+	} {
+		t.Run(tt.tree, func(t *testing.T) {
+			topo, err := topology.Discover("../topology/testdata/" + tt.tree + "/sys")
+			if err != nil {
+				t.Fatal(err)
+			}
+			a, err := policy.New(topo, policy.Config{MinSharedCPUs: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			obj, err := Build(testNode, topo, SnapshotOf(a, 1, names), Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for name, want := range map[string]string{nrt.AttrSockets: tt.sockets, nrt.AttrCoresPerSocket: tt.cores, nrt.AttrThreadsPerCore: tt.threads} {
+				if got, _ := nrt.AttributeValue(obj.Attributes, name); got != want {
+					t.Errorf("%s = %q, want %q", name, got, want)
+				}
 			}
 		})
 	}

@@ -47,6 +47,13 @@ const (
 	AttrFreeCPUs = "finegrain.dev/free-cpus"
 	// AttrPins (per zone) lists the zone's exclusive pins (FormatPins).
 	AttrPins = "finegrain.dev/pins"
+	// AttrSockets, AttrCoresPerSocket and AttrThreadsPerCore are the node's CPU layout, as
+	// Slurm's NodeName lines give it (the virtual cluster controller copies them there):
+	// CoresPerSocket is the online cores divided by the sockets, ThreadsPerCore the online CPUs
+	// divided by the cores.
+	AttrSockets        = "finegrain.dev/sockets"
+	AttrCoresPerSocket = "finegrain.dev/cores-per-socket"
+	AttrThreadsPerCore = "finegrain.dev/threads-per-core"
 )
 
 // Values finegrain publishes.
