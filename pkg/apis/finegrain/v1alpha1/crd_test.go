@@ -25,6 +25,12 @@ func TestServiceObjectiveCRDDeclaresEveryField(t *testing.T) {
 	check(t, "status", reflect.TypeFor[ServiceObjectiveStatus](), root.Properties["status"])
 }
 
+func TestVirtualClusterCRDDeclaresEveryField(t *testing.T) {
+	root := crdSchema(t, "crd-virtualcluster.yaml")
+	check(t, "spec", reflect.TypeFor[VirtualClusterSpec](), root.Properties["spec"])
+	check(t, "status", reflect.TypeFor[VirtualClusterStatus](), root.Properties["status"])
+}
+
 // crdSchema reads the one version's schema of daemonset/placer/<file>.
 func crdSchema(t *testing.T, file string) schemaNode {
 	t.Helper()

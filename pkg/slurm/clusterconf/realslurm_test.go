@@ -1,0 +1,214 @@
+package clusterconf
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/finegrain-dev/finegrain/pkg/apis/finegrain/v1alpha1"
+	"github.com/finegrain-dev/finegrain/pkg/slurm/layout"
+	"github.com/finegrain-dev/finegrain/pkg/topology"
+)
+
+// The generated configuration runs the real Slurm 22.05 of this machine: munged, slurmctld and a
+// slurmd whose NodeName line comes from this machine's topology (as the agent reads it) and
+// MemTotal, with the paths of the pods moved into a temporary directory. slurmd accepts the
+// line (a mismatch would leave the node drained), sinfo --json shows it idle through
+// ParseNodeStates, and srun and sbatch run jobs.
+func TestGeneratedConfigRunsRealSlurm(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: munged and the Slurm daemons run as root here, as in the virtual cluster's pods")
+	}
+	for _, bin := range []string{"munged", "slurmctld", "slurmd", "sinfo", "srun", "sbatch"} {
+		if _, err := exec.LookPath(bin); err != nil {
+			t.Skipf("%s is not installed (Debian packages munge, slurmctld, slurmd, slurm-client): %v", bin, err)
+		}
+	}
+	dir := t.TempDir()
+	host, err := os.Hostname()
+	if err != nil {
+		t.Fatal(err)
+	}
+	host, _, _ = strings.Cut(host, ".")
+	c := Cluster{
+		Name: "clusterconf-test", Namespace: "test", ControllerHost: strings.ToLower(host), ControllerAddr: "127.0.0.1",
+		Ports:      freePorts(t),
+		Nodes:      []Node{thisNode(t)},
+		Partitions: []v1alpha1.SlurmPartition{{Name: "batch"}},
+	}
+	files, err := Generate(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 1. The pods' paths, moved into dir.
+	socket := filepath.Join(dir, "munge.socket")
+	conf := strings.NewReplacer(
+		layout.MungeSocket, socket,
+		layout.StateSaveLocation, filepath.Join(dir, "ctld"),
+		layout.SlurmdSpoolDir, filepath.Join(dir, "d"),
+		"/run/slurmctld.pid", filepath.Join(dir, "slurmctld.pid"),
+		"/run/slurmd.pid", filepath.Join(dir, "slurmd.pid"),
+	).Replace(files[layout.SlurmConfKey])
+	for name, content := range map[string]string{layout.SlurmConfKey: conf, layout.CgroupConfKey: files[layout.CgroupConfKey], layout.JobSubmitLuaKey: files[layout.JobSubmitLuaKey]} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, d := range []string{"ctld", "d"} {
+		if err := os.Mkdir(filepath.Join(dir, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	key := make([]byte, 1024)
+	if _, err := rand.Read(key); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "munge.key"), key, 0o400); err != nil {
+		t.Fatal(err)
+	}
+	// Every Slurm command and daemon below reads this configuration.
+	t.Setenv("SLURM_CONF", filepath.Join(dir, layout.SlurmConfKey))
+	// 2. The daemons, in the foreground, stopped at the end.
+	start(t, "munged", "-F", "-f", "--key-file="+filepath.Join(dir, "munge.key"), "--socket="+socket,
+		"--pid-file="+filepath.Join(dir, "munged.pid"), "--log-file="+filepath.Join(dir, "munged.log"), "--seed-file="+filepath.Join(dir, "munged.seed"))
+	waitFor(t, 10*time.Second, "munged's socket", func() (bool, string) { _, err := os.Stat(socket); return err == nil, fmt.Sprint(err) })
+	start(t, "slurmctld", "-D", "-c", "-i")
+	start(t, "slurmd", "-D", "-N", c.Nodes[0].Name)
+	// 3. The node registers as configured and is idle.
+	waitFor(t, 60*time.Second, "the node idle in sinfo", func() (bool, string) {
+		out, err := exec.Command("sinfo", "--json").CombinedOutput()
+		if err != nil {
+			return false, fmt.Sprintf("%v: %s", err, out)
+		}
+		states, err := ParseNodeStates(out)
+		if err != nil {
+			return false, err.Error()
+		}
+		return states[c.Nodes[0].Name] == "IDLE", fmt.Sprint(states)
+	})
+	// 4. Jobs run.
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	srun := exec.CommandContext(ctx, "srun", "-N1", "-n1", "hostname")
+	out, err := srun.CombinedOutput()
+	if err != nil || strings.TrimSpace(string(out)) != strings.TrimSpace(mustHostname(t)) {
+		t.Fatalf("srun hostname: %v: %q, want %q", err, out, mustHostname(t))
+	}
+	output := filepath.Join(dir, "batch.out")
+	sbatch := exec.CommandContext(ctx, "sbatch", "--wait", "-o", output, "--wrap", "echo batch ran on $(hostname)")
+	if out, err := sbatch.CombinedOutput(); err != nil {
+		t.Fatalf("sbatch --wait: %v: %s", err, out)
+	}
+	if got, err := os.ReadFile(output); err != nil || !strings.HasPrefix(string(got), "batch ran on ") {
+		t.Errorf("batch output %q (%v)", got, err)
+	}
+}
+
+// thisNode is this machine as the controller describes a node: the agent's topology, MemTotal.
+func thisNode(t *testing.T) Node {
+	topo, err := topology.Discover("/sys")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open("/proc/meminfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var memKiB int64
+	for s := bufio.NewScanner(f); s.Scan(); {
+		if v, ok := strings.CutPrefix(s.Text(), "MemTotal:"); ok {
+			memKiB, _ = strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+		}
+	}
+	sockets, cores := len(topo.Sockets), len(topo.Cores)
+	threads := topo.NumCPUs() / cores
+	return Node{
+		Name: "clusterconf-test-node", Addr: "127.0.0.1",
+		CPUs: sockets * (cores / sockets) * threads, Sockets: sockets, CoresPerSocket: cores / sockets, ThreadsPerCore: threads,
+		RealMemoryMiB: memKiB / 1024,
+	}
+}
+
+// freePorts finds 16 consecutive ports free on this machine, for the daemons and srun.
+func freePorts(t *testing.T) v1alpha1.VirtualClusterPorts {
+	for base := int32(42000); base < 60000; base += 16 {
+		free := true
+		for p := base; p < base+16 && free; p++ {
+			l, err := net.Listen("tcp", fmt.Sprintf(":%d", p))
+			if err != nil {
+				free = false
+				continue
+			}
+			l.Close()
+		}
+		if free {
+			return v1alpha1.VirtualClusterPorts{Slurmctld: base, Slurmd: base + 1, SSH: base + 2, SrunFirst: base + 3, SrunLast: base + 15}
+		}
+	}
+	t.Fatal("no 16 consecutive free ports between 42000 and 60000")
+	return v1alpha1.VirtualClusterPorts{}
+}
+
+// start runs a daemon in the foreground until the test ends; its output is logged when the test
+// fails.
+func start(t *testing.T, name string, args ...string) {
+	t.Helper()
+	cmd := exec.Command(name, args...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", name, err)
+	}
+	t.Cleanup(func() {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			<-done
+		}
+		if t.Failed() {
+			t.Logf("%s output:\n%s", name, out.String())
+		}
+	})
+}
+
+// waitFor polls check until it holds or timeout passes; check returns what it saw for the
+// failure message.
+func waitFor(t *testing.T, timeout time.Duration, what string, check func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		ok, last := check()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not after %s; last: %s", what, timeout, last)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func mustHostname(t *testing.T) string {
+	h, err := os.Hostname()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
