@@ -91,7 +91,8 @@ func liveByName(pods []*corev1.Pod) []*corev1.Pod {
 	return live
 }
 
-// podGang makes the one-task-group gang key of the live pods, of which minAvailable must fit.
+// podGang makes the one-task-group gang key of the live pods, of which minAvailable must fit:
+// exclusive-nodes when any pod says so, most-loaded when any pod's placement annotation says so.
 func podGang(key string, live []*corev1.Pod, minAvailable int) (*Gang, error) {
 	if minAvailable > len(live) {
 		return nil, &IncompleteError{Group: key, Have: len(live), Want: minAvailable}
@@ -101,6 +102,9 @@ func podGang(key string, live []*corev1.Pod, minAvailable int) (*Gang, error) {
 	for _, p := range live {
 		if p.Annotations[v1alpha1.AnnotationExclusiveNodes] == "true" {
 			g.ExclusiveNodes = true
+		}
+		if v1alpha1.PlacementPolicy(p.Annotations[v1alpha1.AnnotationPlacement]) == v1alpha1.MostLoaded {
+			g.Policy = MostLoaded
 		}
 		g.Members = append(g.Members, MemberFromPod(p, 0, sharedConstraints(&classes, ConstraintsOf(&p.Spec))))
 	}

@@ -426,6 +426,37 @@ func TestPodGang(t *testing.T) {
 	}
 }
 
+// A plain pod gang takes its tie-break from finegrain.dev/placement on its pods (as the Slurm
+// delegation bridge writes it): most-loaded on any pod makes the gang most-loaded; absent or
+// anything else, least-loaded.
+func TestPodGangPlacement(t *testing.T) {
+	mk := func(name, placement string) *corev1.Pod {
+		p := st.Pod("ml", name, "", "2", "1Gi", true)
+		p.Labels[v1alpha1.LabelPodGroup] = "train"
+		if placement != "" {
+			p.Annotations = map[string]string{v1alpha1.AnnotationPlacement: placement}
+		}
+		return p
+	}
+	for _, tc := range []struct {
+		placements []string
+		want       Policy
+	}{
+		{[]string{"", ""}, LeastLoaded},
+		{[]string{"most-loaded", ""}, MostLoaded},
+		{[]string{"least-loaded", "least-loaded"}, LeastLoaded},
+		{[]string{"packed", ""}, LeastLoaded},
+	} {
+		g, err := PodGang("ml", "train", []*corev1.Pod{mk("a", tc.placements[0]), mk("b", tc.placements[1])})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if g.Policy != tc.want {
+			t.Errorf("placements %q: policy %v, want %v", tc.placements, g.Policy, tc.want)
+		}
+	}
+}
+
 func TestPlanHostPorts(t *testing.T) {
 	in := st.Uniform("n", 2, 1, 9, 64)
 	sshd := st.Pod("hpc", "k-worker-0", "n-0000", "1", "", true)

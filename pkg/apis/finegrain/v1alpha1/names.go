@@ -24,6 +24,9 @@ const (
 	// AnnotationExclusiveNodes marks the workers of a job that wants its nodes to itself, so
 	// that later jobs keep off those nodes too (placer-internal).
 	AnnotationExclusiveNodes = "finegrain.dev/exclusive-nodes"
+	// AnnotationPlacement on the pods of a plain pod gang is the gang's placement policy
+	// (LeastLoaded or MostLoaded), as an HPCJob's spec.placement is; absent, least-loaded.
+	AnnotationPlacement = "finegrain.dev/placement"
 
 	// DefaultSchedulerName is the schedulerName of every pod the placer binds.
 	DefaultSchedulerName = "finegrain-placer"
