@@ -13,10 +13,10 @@ import (
 )
 
 // experimentOnly are the flags only an experiment reads.
-var experimentOnly = []string{"submission-gap", "rescale-gap", "slots-per-node", "plot"}
+var experimentOnly = []string{"submission-gap", "rescale-gap", "slots-per-node", "plot", "workload"}
 
 // elasticFlags are the flags the elastic experiment reads; any other is an error with it.
-var elasticFlags = append([]string{"experiment", "seed", "jobs", "nodes", "strategies", "trace", "o", "write-trace"}, experimentOnly...)
+var elasticFlags = []string{"experiment", "seed", "jobs", "nodes", "strategies", "trace", "o", "write-trace", "submission-gap", "rescale-gap", "slots-per-node", "plot"}
 
 // Defaults of the elastic experiment: the paper's 4 nodes × 16 slots and our job count.
 const (
@@ -38,8 +38,10 @@ func (o *options) experimentFlags(nodes, strategies string) error {
 	case "elastic":
 	case finegrained1, finegrained2:
 		return o.finegrainedFlags()
+	case genisys:
+		return o.genisysFlags()
 	default:
-		return fmt.Errorf("-experiment %q: want elastic, %s or %s", o.experiment, finegrained1, finegrained2)
+		return fmt.Errorf("-experiment %q: want elastic, %s, %s or %s", o.experiment, finegrained1, finegrained2, genisys)
 	}
 	for name := range o.set {
 		if !slices.Contains(elasticFlags, name) {
@@ -140,6 +142,11 @@ func writePlots(dir string, rep *sim.ElasticReport) error {
 	if err != nil {
 		return err
 	}
+	return writePlotFiles(dir, plots)
+}
+
+// writePlotFiles writes each chart into dir under its file name.
+func writePlotFiles(dir string, plots map[string]func(io.Writer) error) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("plots: %w", err)
 	}

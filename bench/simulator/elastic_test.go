@@ -76,7 +76,7 @@ func TestElasticOptionsRefused(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"-experiment", "genisys"}, `-experiment "genisys": want elastic`},
+		{[]string{"-experiment", "hpcc"}, `-experiment "hpcc": want elastic`},
 		{[]string{"-experiment", "elastic", "-load", "0.5"}, "-load does not apply to -experiment elastic"},
 		{[]string{"-experiment", "elastic", "-nodes", "4,16"}, "one cluster of 1 to 10000 nodes"},
 		{[]string{"-experiment", "elastic", "-submission-gap", "-1s"}, "-submission-gap -1s"},

@@ -68,7 +68,7 @@ func TestFinegrainedFlags(t *testing.T) {
 	}{
 		{[]string{"-experiment", "finegrained-2", "-nodes", "8"}, "-nodes does not apply to -experiment finegrained-2"},
 		{[]string{"-experiment", "finegrained-1", "-o", "csv"}, `-o "csv": want table or json`},
-		{[]string{"-experiment", "finegrained-3"}, `-experiment "finegrained-3": want elastic, finegrained-1 or finegrained-2`},
+		{[]string{"-experiment", "finegrained-3"}, `-experiment "finegrained-3": want elastic, finegrained-1, finegrained-2 or genisys`},
 	} {
 		if _, err := parseOptions(tc.args, io.Discard); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%v: error %v, want %q", tc.args, err, tc.want)

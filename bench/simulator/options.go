@@ -41,6 +41,7 @@ type options struct {
 	rescaleGap    time.Duration
 	slotsPerNode  int
 	plotDir       string
+	workload      string
 	// set holds the flags the command line gave.
 	set map[string]bool
 }
@@ -71,11 +72,12 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.reserved, "system-reserved", 1, "CPUs the kubelet reserves for system daemons on every node (--system-reserved=cpu)")
 	fs.BoolVar(&o.verify, "verify", false, "check every allocator's invariants after every event (slower)")
 	fs.IntVar(&o.parallel, "parallel", runtime.GOMAXPROCS(0), "simulations run at once")
-	fs.StringVar(&o.experiment, "experiment", "", "run one of the papers' experiments instead of the workload replay: elastic, finegrained-1, finegrained-2 (docs/experiments.md)")
+	fs.StringVar(&o.experiment, "experiment", "", "run one of the papers' experiments instead of the workload replay: elastic, finegrained-1, finegrained-2, genisys (docs/experiments.md)")
 	fs.DurationVar(&o.submissionGap, "submission-gap", 90*time.Second, "elastic: time between two jobs' submissions of a generated job set")
 	fs.DurationVar(&o.rescaleGap, "rescale-gap", 60*time.Second, "elastic: least time between two rescales of one job")
 	fs.IntVar(&o.slotsPerNode, "slots-per-node", 16, "elastic: replica slots per node")
-	fs.StringVar(&o.plotDir, "plot", "", "elastic: write the experiment's PNG charts into this directory")
+	fs.StringVar(&o.plotDir, "plot", "", "elastic, genisys: write the experiment's PNG charts into this directory")
+	fs.StringVar(&o.workload, "workload", "small", "genisys: the thesis's workload, pilot, small or large")
 	if err := fs.Parse(args); err != nil {
 		return options{}, err
 	}
@@ -89,7 +91,7 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	}
 	for _, name := range experimentOnly {
 		if o.set[name] {
-			return options{}, fmt.Errorf("-%s belongs to an experiment; give -experiment elastic with it", name)
+			return options{}, fmt.Errorf("-%s belongs to an experiment; give -experiment with it (elastic, or genisys for -workload)", name)
 		}
 	}
 	var err error

@@ -19,6 +19,8 @@ func run(w io.Writer, o options) error {
 		return runElastic(w, o)
 	case finegrained1, finegrained2:
 		return runFinegrained(w, o)
+	case genisys:
+		return runGenisys(w, o)
 	}
 	model := sim.DefaultModel()
 	if o.model != "" {

@@ -1,0 +1,399 @@
+package sim
+
+import (
+	"cmp"
+	"fmt"
+	"math"
+	"slices"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/finegrain-dev/finegrain/pkg/apis/finegrain/v1alpha1"
+	"github.com/finegrain-dev/finegrain/pkg/objective"
+	"github.com/finegrain-dev/finegrain/pkg/placer/snapshot"
+	"github.com/finegrain-dev/finegrain/pkg/topology"
+)
+
+// genisysCluster is one scenario's cluster: who places the steps and the services, and how the
+// services are sized.
+type genisysCluster interface {
+	// physical is each node's CPUs.
+	physical() []int
+	// start places step id and returns its ranks on each node, or false when it does not fit now.
+	start(now time.Duration, id int) ([]int, bool, error)
+	// finish gives a step's CPUs back.
+	finish(id int) error
+	// pods are service k's running pods.
+	pods(k int) []genisysPod
+	// control runs one period of the services' sizing, with each service's latency over the
+	// period; it reports whether CPU was given back (a waiting step may fit now).
+	control(now time.Duration, latency []float64) (bool, error)
+}
+
+// genisysPod is one service pod: its node and its CPU (request and limit).
+type genisysPod struct {
+	node  int
+	milli int64
+}
+
+// genisysNode is one node of a static scenario: its CPUs, and how many of them Slurm and
+// kube-scheduler each believe theirs. Where they add up to more than the node has, the two
+// oversubscribe it.
+type genisysNode struct {
+	cpus, slurm, kube int
+}
+
+// staticCluster is a scenario without finegrain: Slurm places the steps node-filling (its nodes
+// in order, each filled before the next, the default block distribution) on the CPUs it owns,
+// and kube-scheduler places every service's pods once, at the size that meets its target at its
+// peak rate, least-allocated over the CPUs it owns; a pod that fits nowhere stays pending.
+type staticCluster struct {
+	nodes     []genisysNode
+	slurmUsed []int
+	steps     [][]int
+	svcPods   [][]genisysPod
+	// pending counts each service's pods kube-scheduler could not place.
+	pending []int
+	tasks   []int
+}
+
+func newStaticCluster(nodes []genisysNode, w *GenisysWorkload) *staticCluster {
+	c := &staticCluster{nodes: nodes, slurmUsed: make([]int, len(nodes)), steps: make([][]int, w.Steps()),
+		svcPods: make([][]genisysPod, len(w.Services)), pending: make([]int, len(w.Services))}
+	for _, j := range w.Jobs {
+		for _, s := range j.Steps {
+			c.tasks = append(c.tasks, s.Tasks)
+		}
+	}
+	kubeUsed := make([]int64, len(nodes))
+	for k := range w.Services {
+		s := &w.Services[k]
+		total := s.ProvisionedMilli()
+		replicas := (total + s.MaxPodCPUMilli - 1) / s.MaxPodCPUMilli
+		milli := (total + replicas - 1) / replicas
+		for range replicas {
+			best := -1
+			for i, n := range nodes {
+				if int64(n.kube)*1000-kubeUsed[i] < milli {
+					continue
+				}
+				if best < 0 || snapshot.CompareLoad(kubeUsed[i], int64(n.kube)*1000, kubeUsed[best], int64(nodes[best].kube)*1000) < 0 {
+					best = i
+				}
+			}
+			if best < 0 {
+				c.pending[k]++
+				continue
+			}
+			kubeUsed[best] += milli
+			c.svcPods[k] = append(c.svcPods[k], genisysPod{node: best, milli: milli})
+		}
+	}
+	return c
+}
+
+func (c *staticCluster) physical() []int {
+	out := make([]int, len(c.nodes))
+	for i, n := range c.nodes {
+		out[i] = n.cpus
+	}
+	return out
+}
+
+func (c *staticCluster) start(_ time.Duration, id int) ([]int, bool, error) {
+	free := 0
+	for i, n := range c.nodes {
+		free += n.slurm - c.slurmUsed[i]
+	}
+	if free < c.tasks[id] {
+		return nil, false, nil
+	}
+	ranks := make([]int, len(c.nodes))
+	left := c.tasks[id]
+	for i, n := range c.nodes {
+		take := min(n.slurm-c.slurmUsed[i], left)
+		ranks[i], left = take, left-take
+		c.slurmUsed[i] += take
+	}
+	c.steps[id] = ranks
+	return ranks, true, nil
+}
+
+func (c *staticCluster) finish(id int) error {
+	for i, r := range c.steps[id] {
+		c.slurmUsed[i] -= r
+	}
+	c.steps[id] = nil
+	return nil
+}
+
+func (c *staticCluster) pods(k int) []genisysPod { return c.svcPods[k] }
+
+func (c *staticCluster) control(time.Duration, []float64) (bool, error) { return false, nil }
+
+// finegrainCluster is a finegrain scenario: every step is an HPCJob of one-CPU tasks that the
+// placer's own code plans and binds (hpcjob.PlanJob on its snapshot, workers pinned by the node
+// agents' allocators), and every service a ServiceObjective whose size objective.Decide sets
+// each period; its pods are plain pods in the nodes' shared pools, placed least-allocated over
+// what the nodes' requests leave, so the placer sees them and they never take a pinned CPU.
+type finegrainCluster struct {
+	f    *finegrain
+	runs []run
+	svc  []*genisysObjective
+	cpus int
+}
+
+// genisysObjective is one service under its objective: the law's policy and history, the size
+// granted, and its pods.
+type genisysObjective struct {
+	name    string
+	policy  objective.Policy
+	history objective.History
+	size    objective.Size
+	pods    []*corev1.Pod
+	serial  int
+}
+
+// genisysStrategies are the placer strategies of the finegrain scenarios: one worker per task
+// (granularity), the task groups spread over the nodes in the placement policy's order — the
+// most-loaded policy gives the larger groups to the fuller nodes. (Granularity none, workers of a
+// whole NUMA node, fragments: with one CPU of every node kept shared and service pods beside
+// them, a node takes one 8-CPU worker, and the steps get 40 of the 80 CPUs.)
+var genisysStrategies = map[v1alpha1.PlacementPolicy]string{
+	v1alpha1.LeastLoaded: "finegrain-granularity-least",
+	v1alpha1.MostLoaded:  "finegrain-granularity-most",
+}
+
+func newFinegrainCluster(p v1alpha1.PlacementPolicy, topo *topology.Topology, w *GenisysWorkload) (*finegrainCluster, error) {
+	name := genisysStrategies[p]
+	all := Strategies()
+	k := slices.IndexFunc(all, func(s Strategy) bool { return s.Name == name })
+	if k < 0 {
+		return nil, fmt.Errorf("placement %s: no strategy %s", p, name)
+	}
+	f, err := newFinegrain(all[k], topo, GenisysNodes, 0, w.Steps(), 0)
+	if err != nil {
+		return nil, err
+	}
+	c := &finegrainCluster{f: f, runs: make([]run, 0, w.Steps()), cpus: topo.NumCPUs()}
+	for _, j := range w.Jobs {
+		for _, s := range j.Steps {
+			job := &Job{Name: s.Name, Arrival: j.Submit, Runtime: s.Runtime, Spec: v1alpha1.HPCJobSpec{
+				Tasks: int32(s.Tasks), Placement: p,
+				TaskResources: v1alpha1.TaskResources{CPU: resource.MustParse("1"), Memory: resource.MustParse("1Gi")},
+			}}
+			v1alpha1.SetDefaults(&job.Spec)
+			c.runs = append(c.runs, run{job: job, index: len(c.runs), state: queued})
+		}
+	}
+	for _, s := range w.Services {
+		spec := genisysObjectiveSpec(&s)
+		v1alpha1.SetServiceObjectiveDefaults(&spec)
+		obj := &v1alpha1.ServiceObjective{ObjectMeta: metav1.ObjectMeta{Name: s.Name, Namespace: Namespace}, Spec: spec}
+		if errs := v1alpha1.ValidateServiceObjective(obj); len(errs) > 0 {
+			return nil, fmt.Errorf("service %s: %w", s.Name, errs.ToAggregate())
+		}
+		pol := objective.PolicyFor(&obj.Spec)
+		o := &genisysObjective{name: s.Name, policy: pol}
+		if err := c.resize(0, o, objective.Start(pol.Bounds)); err != nil {
+			return nil, err
+		}
+		c.svc = append(c.svc, o)
+	}
+	return c, nil
+}
+
+// genisysObjectiveSpec is a service's ServiceObjective: its latency at most the target, pods of
+// 1 core (the default minimum) to MaxPodCPUMilli, 1 to MaxReplicas of them.
+func genisysObjectiveSpec(s *GenisysService) v1alpha1.ServiceObjectiveSpec {
+	return v1alpha1.ServiceObjectiveSpec{
+		TargetRef: v1alpha1.ObjectiveTargetRef{Kind: v1alpha1.TargetDeployment, Name: s.Name},
+		Metric: v1alpha1.ObjectiveMetric{
+			Target: *resource.NewMilliQuantity(int64(math.Round(s.Target*1000)), resource.DecimalSI), Direction: v1alpha1.AtMost,
+			Source: v1alpha1.MetricSource{Pods: &v1alpha1.PodsMetricSource{Port: 9090, Metric: "request_latency_seconds"}},
+		},
+		PodBounds: v1alpha1.PodBounds{Max: v1alpha1.PodSize{
+			CPU: *resource.NewMilliQuantity(s.MaxPodCPUMilli, resource.DecimalSI), Memory: resource.MustParse("4Gi"),
+			IOBandwidth: resource.MustParse("100M"),
+		}},
+		Replicas: v1alpha1.ReplicaBounds{Max: s.MaxReplicas},
+	}
+}
+
+func (c *finegrainCluster) physical() []int {
+	out := make([]int, GenisysNodes)
+	for i := range out {
+		out[i] = c.cpus
+	}
+	return out
+}
+
+func (c *finegrainCluster) start(now time.Duration, id int) ([]int, bool, error) {
+	if _, err := c.f.view(now, true); err != nil {
+		return nil, false, err
+	}
+	r := &c.runs[id]
+	a, err := c.f.place(r)
+	if err != nil || a.reason != "" {
+		return nil, false, err
+	}
+	r.state = running
+	ranks := make([]int, GenisysNodes)
+	for _, p := range a.workers {
+		ranks[p.Node] += p.Tasks
+	}
+	return ranks, true, nil
+}
+
+func (c *finegrainCluster) finish(id int) error {
+	r := &c.runs[id]
+	if err := c.f.release(r); err != nil {
+		return err
+	}
+	r.state = done
+	return nil
+}
+
+func (c *finegrainCluster) pods(k int) []genisysPod {
+	o := c.svc[k]
+	out := make([]genisysPod, len(o.pods))
+	for i, p := range o.pods {
+		out[i] = genisysPod{node: c.f.byName[p.Spec.NodeName], milli: o.size.CPUMilli}
+	}
+	return out
+}
+
+// control runs objective.Decide for every service with its latency over the period, then grants
+// what the nodes admit. In place is blocked when a node of the service's pods has less than one
+// core free per pod of it.
+func (c *finegrainCluster) control(now time.Duration, latency []float64) (bool, error) {
+	freed := false
+	for k, o := range c.svc {
+		free, err := c.freeMilli(now)
+		if err != nil {
+			return false, err
+		}
+		blocked := false
+		for i, n := range c.podsPerNode(o) {
+			if n > 0 && free[i]/int64(n) < 1000 {
+				blocked = true
+			}
+		}
+		before := o.size.Capacity()
+		var d objective.Decision
+		d, o.history = objective.Decide(o.policy, o.history, objective.Input{Current: o.size, Measured: latency[k], InPlaceBlocked: blocked})
+		if d.Size == o.size {
+			continue
+		}
+		if err := c.resize(now, o, d.Size); err != nil {
+			return false, err
+		}
+		freed = freed || o.size.Capacity() < before
+	}
+	return freed, nil
+}
+
+// freeMilli is each node's allocatable CPU less its pods' requests, as the placer's snapshot
+// counts them.
+func (c *finegrainCluster) freeMilli(now time.Duration) ([]int64, error) {
+	if _, err := c.f.view(now, true); err != nil {
+		return nil, err
+	}
+	out := make([]int64, GenisysNodes)
+	for i := range out {
+		k, ok := c.f.snap.NodeIndex(nodeName(i))
+		if !ok {
+			return nil, fmt.Errorf("node %s is not in the placer's snapshot", nodeName(i))
+		}
+		n := &c.f.snap.Nodes[k]
+		out[i] = n.Allocatable.MilliCPU - n.Requested.MilliCPU
+	}
+	return out, nil
+}
+
+func (c *finegrainCluster) podsPerNode(o *genisysObjective) []int {
+	out := make([]int, GenisysNodes)
+	for _, p := range o.pods {
+		out[c.f.byName[p.Spec.NodeName]]++
+	}
+	return out
+}
+
+// resize grants a service the size the law decided, as far as the nodes admit it: pods grow in
+// place only by what every one of their nodes has free (a resize a node cannot admit waits, as
+// the kubelet defers it), replicas beyond the decided count go (the last added first), and new
+// ones are placed least-allocated where their size fits — one that fits nowhere is not created,
+// and the next period's decision starts from what was granted.
+func (c *finegrainCluster) resize(now time.Duration, o *genisysObjective, want objective.Size) error {
+	free, err := c.freeMilli(now)
+	if err != nil {
+		return err
+	}
+	per := c.podsPerNode(o)
+	next := want
+	if want.CPUMilli > o.size.CPUMilli && len(o.pods) > 0 {
+		room := want.CPUMilli - o.size.CPUMilli
+		for i, n := range per {
+			if n > 0 {
+				room = min(room, free[i]/int64(n))
+			}
+		}
+		next.CPUMilli = o.size.CPUMilli + room
+	}
+	for len(o.pods) > int(want.Replicas) {
+		last := o.pods[len(o.pods)-1]
+		o.pods = o.pods[:len(o.pods)-1]
+		c.deletePod(last)
+	}
+	for i, p := range o.pods {
+		if next.CPUMilli != o.size.CPUMilli || next.MemoryBytes != o.size.MemoryBytes {
+			free[c.f.byName[p.Spec.NodeName]] -= next.CPUMilli - o.size.CPUMilli
+			o.pods[i] = c.bindPod(o, p.Name, p.Spec.NodeName, next)
+		}
+	}
+	for len(o.pods) < int(want.Replicas) {
+		best := -1
+		for i := range free {
+			if free[i] < next.CPUMilli {
+				continue
+			}
+			if best < 0 || cmp.Compare(free[i], free[best]) > 0 {
+				best = i
+			}
+		}
+		if best < 0 {
+			break
+		}
+		free[best] -= next.CPUMilli
+		o.serial++
+		o.pods = append(o.pods, c.bindPod(o, fmt.Sprintf("%s-%d", o.name, o.serial), nodeName(best), next))
+	}
+	next.Replicas = int32(len(o.pods))
+	o.size = next
+	return nil
+}
+
+// bindPod binds (or re-binds at a new size, as an in-place resize does) a service pod.
+func (c *finegrainCluster) bindPod(o *genisysObjective, name, node string, s objective.Size) *corev1.Pod {
+	res := corev1.ResourceList{
+		corev1.ResourceCPU:    *resource.NewMilliQuantity(s.CPUMilli, resource.DecimalSI),
+		corev1.ResourceMemory: *resource.NewQuantity(s.MemoryBytes, resource.BinarySI),
+	}
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: Namespace, Labels: map[string]string{"app": o.name}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "main", Image: "service",
+			Resources: corev1.ResourceRequirements{Requests: res, Limits: res.DeepCopy()}}}},
+	}
+	c.f.bind(pod, node)
+	c.f.changed(c.f.byName[node])
+	return pod
+}
+
+func (c *finegrainCluster) deletePod(pod *corev1.Pod) {
+	delete(c.f.pods, pod.UID)
+	c.f.podEvents = append(c.f.podEvents, podEvent{pod: pod, deleted: true})
+	c.f.changed(c.f.byName[pod.Spec.NodeName])
+}
