@@ -80,7 +80,8 @@ func TestAgentMountsOnlyWhatItReads(t *testing.T) {
 }
 
 // The agent's RBAC has no right it does not use: no pod get, no writes but events and its
-// NodeResourceTopology, reads of the hint policy by name only.
+// NodeResourceTopology, reads of the hint policy by name only, ServiceObjectives listed and
+// watched and the workloads their pods belong to read one by one (I/O limits).
 func TestAgentRBAC(t *testing.T) {
 	var rules []rbacv1.PolicyRule
 	for _, f := range []string{"nodeagent/rbac.yaml", "nodeagent/rbac-report.yaml"} {
@@ -97,6 +98,10 @@ func TestAgentRBAC(t *testing.T) {
 		"topology.node.k8s.io/noderesourcetopologies":                    {"get", "create", "patch"},
 		"admissionregistration.k8s.io/validatingadmissionpolicies":       {"get"},
 		"admissionregistration.k8s.io/validatingadmissionpolicybindings": {"get"},
+		"finegrain.dev/serviceobjectives":                                {"list", "watch"},
+		"apps/replicasets":                                               {"get"},
+		"apps/deployments":                                               {"get"},
+		"apps/statefulsets":                                              {"get"},
 	}
 	for _, r := range rules {
 		for _, g := range r.APIGroups {
@@ -138,6 +143,15 @@ func TestPlacerRBAC(t *testing.T) {
 		"events.k8s.io/events":       {"create", "patch"},
 		"/events":                    {"list", "watch"},
 		"coordination.k8s.io/leases": {"get", "create", "update"},
+		// The service objective loop (issue 20), documented in rbac.yaml.
+		"finegrain.dev/serviceobjectives":        {"get", "list", "watch"},
+		"finegrain.dev/serviceobjectives/status": {"update"},
+		"apps/deployments":                       {"get"},
+		"apps/statefulsets":                      {"get"},
+		"apps/replicasets":                       {"list"},
+		"apps/deployments/scale":                 {"get", "update"},
+		"apps/statefulsets/scale":                {"get", "update"},
+		"/pods/resize":                           {"patch"},
 	}
 	for _, u := range objects(t, "placer/rbac.yaml") {
 		var rules []rbacv1.PolicyRule
@@ -206,8 +220,8 @@ func TestHPCJobUserRoles(t *testing.T) {
 		role := as[rbacv1.ClusterRole](t, u)
 		for _, r := range role.Rules {
 			for _, res := range r.Resources {
-				if res == "hpcjobs/status" && slices.ContainsFunc(r.Verbs, func(v string) bool { return v != "get" && v != "list" && v != "watch" }) {
-					t.Errorf("%s may write hpcjobs/status (%v)", role.Name, r.Verbs)
+				if (res == "hpcjobs/status" || res == "serviceobjectives/status") && slices.ContainsFunc(r.Verbs, func(v string) bool { return v != "get" && v != "list" && v != "watch" }) {
+					t.Errorf("%s may write %s (%v)", role.Name, res, r.Verbs)
 				}
 			}
 		}

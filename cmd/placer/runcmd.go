@@ -8,6 +8,7 @@ import (
 	"math"
 	"os/signal"
 	"strconv"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -17,6 +18,7 @@ import (
 	"github.com/finegrain-dev/finegrain/pkg/mpi"
 	"github.com/finegrain-dev/finegrain/pkg/placer"
 	"github.com/finegrain-dev/finegrain/pkg/placer/elastic"
+	"github.com/finegrain-dev/finegrain/pkg/placer/objectives"
 	"github.com/finegrain-dev/finegrain/pkg/placer/priority"
 )
 
@@ -89,6 +91,16 @@ func addRunFlags(fs *pflag.FlagSet, o *runOptions) {
 		return err
 	})
 	fs.DurationVar(&c.ImagePullGrace, "image-pull-grace", c.ImagePullGrace, "how long a job's pod may fail to pull its image before the job fails (an image that can never be pulled fails it at once)")
+	fs.Func("objective-query-urls", "base `URLs` of the Prometheus-compatible query APIs that ServiceObjectives may name in metric.source.query.url, comma-separated, the flag repeatable (an objective naming another gets Valid=False, reason SourceNotAllowed; default none: only the pods' own endpoints)", func(v string) error {
+		for _, u := range strings.Split(v, ",") {
+			if err := objectives.CheckAllowedQueryURL(u); err != nil {
+				return err
+			}
+			opts.Objectives.AllowedQueryURLs = append(opts.Objectives.AllowedQueryURLs, u)
+		}
+		return nil
+	})
+	fs.IntVar(&opts.Objectives.Parallelism, "objective-parallelism", opts.Objectives.Parallelism, "service objectives measured and resized at once")
 	fs.TextVar(&o.logLevel, "log-level", slog.LevelInfo, "log `LEVEL`: debug, info, warn or error")
 }
 

@@ -1,8 +1,9 @@
 // Package placer runs finegrain's central placer: it connects to the API server, checks that
 // the HPCJob and NodeResourceTopology APIs are served, takes a Lease so that one replica leads,
-// serves Prometheus metrics and health, and runs the controller while it leads. The placement
-// logic lives in the sub-packages (hpcjob, plan, snapshot, queue, controller); this package only
-// wires them to a cluster.
+// serves Prometheus metrics and health, and runs the controller — and, where the ServiceObjective
+// API is served, the service objective loop (objectives) — while it leads. The placement logic
+// lives in the sub-packages (hpcjob, plan, snapshot, queue, controller, objectives); this package
+// only wires them to a cluster.
 package placer
 
 import (
@@ -34,6 +35,7 @@ import (
 
 	"github.com/finegrain-dev/finegrain/pkg/apis/finegrain/v1alpha1"
 	"github.com/finegrain-dev/finegrain/pkg/placer/controller"
+	"github.com/finegrain-dev/finegrain/pkg/placer/objectives"
 	"github.com/finegrain-dev/finegrain/pkg/report/nrt"
 )
 
@@ -53,6 +55,8 @@ type Options struct {
 	LeaseNamespace, LeaseName                 string
 	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
 	Controller                                controller.Options
+	// Objectives tune the service objective loop.
+	Objectives objectives.Options
 }
 
 // DefaultOptions are the flags' defaults.
@@ -67,6 +71,7 @@ func DefaultOptions() Options {
 		LeaderElect:    true, LeaseNamespace: ns, LeaseName: "finegrain-placer",
 		LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second,
 		Controller: controller.DefaultOptions(),
+		Objectives: objectives.DefaultOptions(),
 	}
 }
 
@@ -95,12 +100,50 @@ func Run(ctx context.Context, opts Options, log *slog.Logger) error {
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	c, stop, err := newController(ctx, cfg, kube, dyn, reg, log, opts)
+	c, recorder, stop, err := newController(ctx, cfg, kube, dyn, reg, log, opts)
 	if err != nil {
 		return err
 	}
 	defer stop()
-	return runLeading(ctx, opts, log, kube, c, reg)
+	work := leaderWork{placer: c}
+	if servesObjectives(kube) {
+		if work.objectives, err = objectives.New(kube, dyn, recorder, reg, log, opts.Objectives); err != nil {
+			return err
+		}
+	} else {
+		log.Info("the ServiceObjective API is not served; the service objective loop is off (install daemonset/placer/crd-serviceobjective.yaml and restart the placer to turn it on)")
+	}
+	return runLeading(ctx, opts, log, kube, work, reg)
+}
+
+// leaderWork is what runs while this replica leads: the placer's controller and, where the
+// ServiceObjective API is served, the service objective loop.
+type leaderWork struct {
+	placer *controller.Controller
+	// objectives is nil while the loop is off.
+	objectives *objectives.Controller
+}
+
+// Run runs both until ctx ends or the placer's controller returns, and returns the first error.
+func (w leaderWork) Run(ctx context.Context) error {
+	if w.objectives == nil {
+		return w.placer.Run(ctx)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	objErr := make(chan error, 1)
+	go func() { objErr <- w.objectives.Run(ctx) }()
+	err := w.placer.Run(ctx)
+	cancel()
+	if oerr := <-objErr; err == nil {
+		err = oerr
+	}
+	return err
+}
+
+// HasSynced reports whether every cache of the work has synced.
+func (w leaderWork) HasSynced() bool {
+	return w.placer.HasSynced() && (w.objectives == nil || w.objectives.HasSynced())
 }
 
 // newController makes the controller and the events.k8s.io recorder it writes through, as
@@ -109,29 +152,29 @@ func Run(ctx context.Context, opts Options, log *slog.Logger) error {
 // event into a series. Events get a client of their own, so that their rate limit never delays a
 // binding. stop shuts the recorder down.
 func newController(ctx context.Context, cfg *rest.Config, kube kubernetes.Interface, dyn dynamic.Interface, reg *prometheus.Registry,
-	log *slog.Logger, opts Options) (*controller.Controller, func(), error) {
+	log *slog.Logger, opts Options) (*controller.Controller, events.EventRecorder, func(), error) {
 	eventClient, err := kubernetes.NewForConfig(protobuf(cfg))
 	if err != nil {
-		return nil, nil, fmt.Errorf("make event API client: %w", err)
+		return nil, nil, nil, fmt.Errorf("make event API client: %w", err)
 	}
 	broadcaster := events.NewBroadcaster(&events.EventSinkImpl{Interface: eventClient.EventsV1()})
 	if err := broadcaster.StartRecordingToSinkWithContext(ctx); err != nil {
 		broadcaster.Shutdown()
-		return nil, nil, fmt.Errorf("start recording events: %w", err)
+		return nil, nil, nil, fmt.Errorf("start recording events: %w", err)
 	}
 	recorder := broadcaster.NewRecorder(scheme.Scheme, opts.Controller.SchedulerName)
 	opts.Controller.Hooks = controller.NewAPIHooks(cfg, kube)
 	c, err := controller.New(kube, dyn, recorder, reg, log, opts.Controller)
 	if err != nil {
 		broadcaster.Shutdown()
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	return c, broadcaster.Shutdown, nil
+	return c, recorder, broadcaster.Shutdown, nil
 }
 
 // runLeading runs the controller, under the Lease when leader election is on, beside the metrics
 // server, until ctx ends or the Lease is lost, and returns the first error of either.
-func runLeading(ctx context.Context, opts Options, log *slog.Logger, kube kubernetes.Interface, c *controller.Controller, reg *prometheus.Registry) error {
+func runLeading(ctx context.Context, opts Options, log *slog.Logger, kube kubernetes.Interface, c leaderWork, reg *prometheus.Registry) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var lease *leaderelection.LeaderElector
@@ -213,9 +256,17 @@ func checkAPIs(kube kubernetes.Interface) error {
 	return nil
 }
 
+// servesObjectives says whether the API server serves ServiceObjectives (the CRD is installed).
+func servesObjectives(kube kubernetes.Interface) bool {
+	list, err := kube.Discovery().ServerResourcesForGroupVersion(v1alpha1.GroupVersion.String())
+	return err == nil && slices.ContainsFunc(list.APIResources, func(r metav1.APIResource) bool {
+		return r.Name == v1alpha1.ServiceObjectiveResource
+	})
+}
+
 // newLease makes the leader elector that runs c while this replica holds the Lease; when c
 // ends (its error goes to runErr) or the Lease is lost, stop ends the process's context.
-func newLease(kube kubernetes.Interface, opts Options, log *slog.Logger, c *controller.Controller, stop context.CancelFunc, runErr chan<- error) (*leaderelection.LeaderElector, error) {
+func newLease(kube kubernetes.Interface, opts Options, log *slog.Logger, c leaderWork, stop context.CancelFunc, runErr chan<- error) (*leaderelection.LeaderElector, error) {
 	host, _ := os.Hostname()
 	id := host + "_" + uuid.NewString()
 	lock := &resourcelock.LeaseLock{

@@ -1,6 +1,9 @@
 package v1alpha1
 
-import metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+import (
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
 
 // DeepCopy copies a ServiceObjective status (hand-written, like HPCJobStatus.DeepCopy: the loop
 // keeps the last status it wrote and edits copies of it).
@@ -19,6 +22,18 @@ func (s *ServiceObjectiveStatus) DeepCopy() *ServiceObjectiveStatus {
 	}
 	out.LastMeasurementTime = s.LastMeasurementTime.DeepCopy()
 	out.LastResizeTime = s.LastResizeTime.DeepCopy()
+	if h := s.History; h != nil {
+		c := *h
+		c.Samples = make([]resource.Quantity, len(h.Samples))
+		for i := range h.Samples {
+			c.Samples[i] = h.Samples[i].DeepCopy()
+		}
+		if h.NeededCPU != nil {
+			q := h.NeededCPU.DeepCopy()
+			c.NeededCPU = &q
+		}
+		out.History = &c
+	}
 	if s.Conditions != nil {
 		out.Conditions = make([]metav1.Condition, len(s.Conditions))
 		for i := range s.Conditions {

@@ -158,6 +158,12 @@ const (
 	ObjectiveValid = "Valid"
 	// ObjectiveMet is True while the smoothed metric is on the good side of the target.
 	ObjectiveMet = "Met"
+	// ObjectiveMeasured is False while the metric cannot be read (reason MeasurementFailed,
+	// the error in the message); the size then holds.
+	ObjectiveMeasured = "Measured"
+	// ObjectiveSizeApplied is True when every pod of the target has the decided size and the
+	// target the decided replicas; False with the reason why not.
+	ObjectiveSizeApplied = "SizeApplied"
 )
 
 // ServiceObjectiveStatus is what the loop reports.
@@ -176,6 +182,24 @@ type ServiceObjectiveStatus struct {
 	LastDecision       string `json:"lastDecision,omitempty"`
 	LastDecisionReason string `json:"lastDecisionReason,omitempty"`
 	// LastResizeTime is when the size last changed.
-	LastResizeTime *metav1.Time       `json:"lastResizeTime,omitempty"`
-	Conditions     []metav1.Condition `json:"conditions,omitempty"`
+	LastResizeTime *metav1.Time `json:"lastResizeTime,omitempty"`
+	// History is what the control law remembers between periods, kept here so that a placer
+	// that restarts, or another replica that takes the lead, goes on where the last one stopped.
+	History    *ObjectiveHistory  `json:"history,omitempty"`
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// ObjectiveHistory is the control law's memory (pkg/objective's History).
+type ObjectiveHistory struct {
+	// Samples are the measurements since the size last changed, oldest first.
+	Samples []resource.Quantity `json:"samples,omitempty"`
+	// NeededCPU is the largest capacity (replicas × CPU per pod) a violation still recalled
+	// asked for; absent when none is.
+	NeededCPU *resource.Quantity `json:"neededCPU,omitempty"`
+	// PeriodsSinceViolation counts the periods since the last violation.
+	PeriodsSinceViolation int32 `json:"periodsSinceViolation,omitempty"`
+	// RecallPeriods is how many periods a violation is recalled (doubled after failed probes).
+	RecallPeriods int32 `json:"recallPeriods,omitempty"`
+	// Probe is true while a shrink made with no violation recalled is watched.
+	Probe bool `json:"probe,omitempty"`
 }

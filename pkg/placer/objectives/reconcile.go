@@ -1,0 +1,341 @@
+package objectives
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/finegrain-dev/finegrain/pkg/apis/finegrain/v1alpha1"
+	"github.com/finegrain-dev/finegrain/pkg/objective"
+)
+
+// Event reasons, on the objective (the resized pod as its related object).
+const (
+	EventResized      = "Resized"
+	EventScaled       = "Scaled"
+	EventResizeFailed = "ResizeFailed"
+	EventScaleFailed  = "ScaleFailed"
+	actionResize      = "Resize"
+	actionScale       = "Scale"
+)
+
+// Condition reasons besides the law's and the SizeApplied ones.
+const (
+	ReasonInvalidSpec       = "InvalidSpec"
+	ReasonSourceNotAllowed  = "SourceNotAllowed"
+	ReasonMeasured          = "Measured"
+	ReasonMeasurementFailed = "MeasurementFailed"
+	ReasonTargetMet         = "TargetMet"
+	ReasonTargetViolated    = "TargetViolated"
+)
+
+// retryPeriod is when an objective whose spec cannot even be read is looked at again (any change
+// to it is seen at once through the informer).
+const retryPeriod = time.Minute
+
+// reconcileKey runs one period of the objective named key and returns when it is next due.
+func (c *Controller) reconcileKey(ctx context.Context, key string) time.Time {
+	now := time.Now()
+	obj, err := c.objects.Get(key)
+	if err != nil {
+		return now.Add(retryPeriod)
+	}
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return now.Add(retryPeriod)
+	}
+	return now.Add(c.reconcile(ctx, u.DeepCopy(), now))
+}
+
+// reconcile runs one period of the objective u at now and returns the time to the next: it
+// reads and checks the objective, and when it is valid measures, decides and applies (step);
+// then it writes the status.
+func (c *Controller) reconcile(ctx context.Context, u *unstructured.Unstructured, now time.Time) time.Duration {
+	var obj v1alpha1.ServiceObjective
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &obj); err != nil {
+		c.log.Error("unreadable service objective", "objective", klogKey(u), "err", err)
+		return retryPeriod
+	}
+	v1alpha1.SetServiceObjectiveDefaults(&obj.Spec)
+	st := obj.Status.DeepCopy()
+	st.ObservedGeneration = obj.Generation
+	errs := v1alpha1.ValidateServiceObjective(&obj)
+	valid := v1alpha1.ServiceObjectiveValidity(&obj, errs)
+	if q := obj.Spec.Metric.Source.Query; len(errs) == 0 && q != nil && !c.queryAllowed(q.URL) {
+		valid.Status, valid.Reason, valid.Message = metav1.ConditionFalse, ReasonSourceNotAllowed, sourceNotAllowed(&obj)
+	}
+	meta.SetStatusCondition(&st.Conditions, valid)
+	period := retryPeriod
+	if len(errs) == 0 {
+		period = time.Duration(obj.Spec.PeriodSeconds) * time.Second
+	}
+	if valid.Status == metav1.ConditionTrue {
+		c.step(ctx, u, &obj, st, now)
+	}
+	if err := c.writeStatus(ctx, u, st); err != nil {
+		c.log.Error("could not write the status of a service objective", "objective", klogKey(u), "err", err)
+	}
+	return period
+}
+
+// step is one period of a valid objective:
+//  1. read the target and the pods it controls;
+//  2. read the metric;
+//  3. the current size (the last decided one, or the starting size) and the law's history from
+//     the status; the pods' resize state says whether they can grow in place;
+//  4. decide;
+//  5. resize the pods and scale the target to the decided size;
+//  6. record the decision in the status, events and metrics.
+func (c *Controller) step(ctx context.Context, u *unstructured.Unstructured, obj *v1alpha1.ServiceObjective, st *v1alpha1.ServiceObjectiveStatus, now time.Time) {
+	key := obj.Namespace + "/" + obj.Name
+	policy := objective.PolicyFor(&obj.Spec)
+	c.metrics.Target.WithLabelValues(obj.Namespace, obj.Name).Set(policy.Target)
+
+	// 1. The target.
+	t, err := c.readTarget(ctx, obj)
+	if err != nil {
+		reason := ReasonTargetNotFound
+		if !apierrors.IsNotFound(err) {
+			reason = ReasonTargetUnreadable
+		}
+		setCondition(st, obj, v1alpha1.ObjectiveSizeApplied, metav1.ConditionFalse, reason, err.Error())
+		return
+	}
+
+	// 2. The metric.
+	measured, note, merr := c.measureMetric(ctx, obj, t.pods, now)
+	if merr != nil {
+		setCondition(st, obj, v1alpha1.ObjectiveMeasured, metav1.ConditionFalse, ReasonMeasurementFailed, merr.Error())
+	} else {
+		setCondition(st, obj, v1alpha1.ObjectiveMeasured, metav1.ConditionTrue, ReasonMeasured, fmt.Sprintf("%s %v %s", metricName(obj), measured, note))
+		c.countViolation(obj, st, policy, measured, now)
+		q := quantity(measured)
+		st.LastMeasurement, st.LastMeasurementTime = &q, &metav1.Time{Time: now}
+		c.metrics.Measured.WithLabelValues(obj.Namespace, obj.Name).Set(measured)
+	}
+
+	// 3. The current size, history and in-place state.
+	cur := currentSize(st, policy, t)
+	blocked := inPlace(t.pods)
+	if blocked.blocked {
+		cur.CPUMilli = min(cur.CPUMilli, max(blocked.cpuMilli, policy.Bounds.Min.CPUMilli))
+		cur.MemoryBytes = min(cur.MemoryBytes, max(blocked.memory, policy.Bounds.Min.MemoryBytes))
+	}
+	hist := historyFrom(st.History)
+
+	// 4. Decide.
+	d, next := objective.Decide(policy, hist, objective.Input{Current: cur, Measured: measured, InPlaceBlocked: blocked.blocked})
+	c.log.Debug("service objective decided", "objective", key, "measured", measured, "smoothed", d.Smoothed,
+		"pressure", d.Pressure, "decision", d.Action, "reason", d.Reason, "size", d.Size.String(), "inPlaceBlocked", blocked.blocked)
+
+	// 5. Apply.
+	applied := c.apply(ctx, u, t, d.Size, blocked)
+	setCondition(st, obj, v1alpha1.ObjectiveSizeApplied, applied.status, applied.reason, applied.message)
+
+	// 6. Record.
+	if d.Size != sizeOf(st) {
+		st.LastResizeTime = &metav1.Time{Time: now}
+	}
+	setSize(st, d.Size)
+	st.History = historyTo(next)
+	st.LastDecision, st.LastDecisionReason = string(d.Action), d.Reason
+	if !math.IsNaN(d.Smoothed) {
+		q := quantity(d.Smoothed)
+		st.Smoothed = &q
+		c.metrics.Smoothed.WithLabelValues(obj.Namespace, obj.Name).Set(d.Smoothed)
+		if d.Met() {
+			setCondition(st, obj, v1alpha1.ObjectiveMet, metav1.ConditionTrue, ReasonTargetMet,
+				fmt.Sprintf("smoothed %s %v against the target %s (%s)", metricName(obj), d.Smoothed, obj.Spec.Metric.Target.String(), obj.Spec.Metric.Direction))
+		} else {
+			setCondition(st, obj, v1alpha1.ObjectiveMet, metav1.ConditionFalse, ReasonTargetViolated,
+				fmt.Sprintf("smoothed %s %v against the target %s (%s); decision %s (%s): %s", metricName(obj), d.Smoothed,
+					obj.Spec.Metric.Target.String(), obj.Spec.Metric.Direction, d.Action, d.Reason, d.Size))
+		}
+	} else if merr != nil {
+		setCondition(st, obj, v1alpha1.ObjectiveMet, metav1.ConditionUnknown, objective.ReasonNoMeasurement, "the metric could not be read this period: the size holds")
+	}
+	c.metrics.PodCPU.WithLabelValues(obj.Namespace, obj.Name).Set(float64(d.Size.CPUMilli) / 1000)
+	c.metrics.Replicas.WithLabelValues(obj.Namespace, obj.Name).Set(float64(d.Size.Replicas))
+}
+
+// countViolation adds to the violation seconds when the measurement is on the wrong side of the
+// target: the time since the last measurement (the period for the first), at most two periods.
+func (c *Controller) countViolation(obj *v1alpha1.ServiceObjective, st *v1alpha1.ServiceObjectiveStatus, p objective.Policy, measured float64, now time.Time) {
+	violated := measured > p.Target
+	if p.AtLeast {
+		violated = measured < p.Target
+	}
+	if !violated {
+		return
+	}
+	period := time.Duration(obj.Spec.PeriodSeconds) * time.Second
+	elapsed := period
+	if last := st.LastMeasurementTime; last != nil && now.After(last.Time) {
+		elapsed = min(now.Sub(last.Time), 2*period)
+	}
+	c.metrics.ViolationSeconds.WithLabelValues(obj.Namespace, obj.Name).Add(elapsed.Seconds())
+}
+
+// blockedState is the pods' in-place state summed up: blocked when any pod cannot grow in place,
+// with the smallest CPU and memory such a pod runs with.
+type blockedState struct {
+	blocked          bool
+	reason, message  string
+	cpuMilli, memory int64
+}
+
+func inPlace(pods []*corev1.Pod) blockedState {
+	var b blockedState
+	for _, p := range pods {
+		s := stateOf(p)
+		if !s.blocked {
+			continue
+		}
+		if !b.blocked || s.cpuMilli < b.cpuMilli {
+			b.cpuMilli = s.cpuMilli
+		}
+		if !b.blocked || s.memory < b.memory {
+			b.memory = s.memory
+		}
+		if !b.blocked {
+			b.reason, b.message = s.reason, s.message
+		}
+		b.blocked = true
+	}
+	return b
+}
+
+// applied is the outcome of apply: the SizeApplied condition.
+type applied struct {
+	status          metav1.ConditionStatus
+	reason, message string
+}
+
+// apply gives the target's running pods the decided size in place (all but those that cannot be
+// resized: blocked reports them) and the target the decided replicas, and records an event for
+// each change. Pods not yet running get their size once they run.
+func (c *Controller) apply(ctx context.Context, u *unstructured.Unstructured, t *target, size objective.Size, blocked blockedState) applied {
+	out := applied{status: metav1.ConditionTrue, reason: ReasonApplied,
+		message: fmt.Sprintf("%s %s has the decided size %s", t.kind, t.name, size)}
+	fail := func(reason, msg string) {
+		if out.status == metav1.ConditionTrue {
+			out = applied{status: metav1.ConditionFalse, reason: reason, message: msg}
+		}
+	}
+	key := t.namespace + "/" + u.GetName()
+	if blocked.blocked {
+		fail(blocked.reason, blocked.message)
+	}
+	for _, p := range t.pods {
+		if p.Spec.NodeName == "" || p.Status.Phase != corev1.PodRunning || len(p.Spec.Containers) == 0 {
+			fail(ReasonScaling, fmt.Sprintf("pod %s is not running yet", p.Name))
+			continue
+		}
+		s := stateOf(p)
+		if s.reason == ReasonPodsNotGuaranteed {
+			fail(s.reason, s.message)
+			continue
+		}
+		cpu, memory := wanted(p, size)
+		if !needsResize(p, cpu, memory) {
+			if s.reason != "" {
+				fail(s.reason, s.message)
+			}
+			continue
+		}
+		if err := c.resizePod(ctx, p, cpu, memory); err != nil {
+			fail(ReasonResizeFailed, err.Error())
+			c.recorder.Eventf(u, p, corev1.EventTypeWarning, EventResizeFailed, actionResize, "%s", err.Error())
+			continue
+		}
+		old := p.Spec.Containers[0].Resources.Limits
+		c.metrics.Resizes.WithLabelValues(t.namespace, u.GetName(), "pod").Inc()
+		c.recorder.Eventf(u, p, corev1.EventTypeNormal, EventResized, actionResize,
+			"resized pod %s in place to %s CPU and %s memory (from %s and %s) for objective %s",
+			p.Name, cpu.String(), memory.String(), old.Cpu().String(), old.Memory().String(), key)
+		fail(ReasonResizeInProgress, fmt.Sprintf("pod %s is being resized to %s CPU and %s memory", p.Name, cpu.String(), memory.String()))
+	}
+	changed, err := c.scale(ctx, t, size.Replicas)
+	switch {
+	case err != nil:
+		out = applied{status: metav1.ConditionFalse, reason: ReasonScaleFailed, message: err.Error()}
+		c.recorder.Eventf(u, nil, corev1.EventTypeWarning, EventScaleFailed, actionScale, "%s", err.Error())
+	case changed:
+		c.metrics.Resizes.WithLabelValues(t.namespace, u.GetName(), "replicas").Inc()
+		c.recorder.Eventf(u, nil, corev1.EventTypeNormal, EventScaled, actionScale,
+			"scaled %s %s from %d to %d replicas for objective %s", t.kind, t.name, t.replicas, size.Replicas, key)
+		fail(ReasonScaling, fmt.Sprintf("%s %s is scaling from %d to %d replicas", t.kind, t.name, t.replicas, size.Replicas))
+	case int32(len(t.pods)) != size.Replicas:
+		fail(ReasonScaling, fmt.Sprintf("%s %s has %d pods, %d decided", t.kind, t.name, len(t.pods), size.Replicas))
+	}
+	return out
+}
+
+// currentSize is the size last decided (the status), or for a service without one the starting
+// size with the target's replicas, within the bounds.
+func currentSize(st *v1alpha1.ServiceObjectiveStatus, p objective.Policy, t *target) objective.Size {
+	if st.PodSize != nil && st.Replicas > 0 {
+		return sizeOf(st)
+	}
+	s := objective.Start(p.Bounds)
+	s.Replicas = max(p.Bounds.Min.Replicas, min(t.replicas, p.Bounds.Max.Replicas))
+	return s
+}
+
+// sizeOf is the size the status records (zero without one).
+func sizeOf(st *v1alpha1.ServiceObjectiveStatus) objective.Size {
+	if st.PodSize == nil {
+		return objective.Size{}
+	}
+	return objective.Size{
+		Replicas:         st.Replicas,
+		CPUMilli:         st.PodSize.CPU.MilliValue(),
+		MemoryBytes:      st.PodSize.Memory.Value(),
+		IOBytesPerSecond: st.PodSize.IOBandwidth.Value(),
+	}
+}
+
+func setSize(st *v1alpha1.ServiceObjectiveStatus, s objective.Size) {
+	st.Replicas = s.Replicas
+	st.PodSize = &v1alpha1.PodSize{
+		CPU:         *resource.NewMilliQuantity(s.CPUMilli, resource.DecimalSI),
+		Memory:      *resource.NewQuantity(s.MemoryBytes, resource.BinarySI),
+		IOBandwidth: *resource.NewQuantity(s.IOBytesPerSecond, resource.DecimalSI),
+	}
+}
+
+// setCondition sets a condition of the objective's status, keeping its transition time while its
+// status stays.
+func setCondition(st *v1alpha1.ServiceObjectiveStatus, obj *v1alpha1.ServiceObjective, typ string, status metav1.ConditionStatus, reason, msg string) {
+	meta.SetStatusCondition(&st.Conditions, metav1.Condition{
+		Type: typ, Status: status, Reason: reason, Message: truncate(msg), ObservedGeneration: obj.Generation,
+	})
+}
+
+// maxMessage bounds a condition's message (the API server allows 32768 bytes).
+const maxMessage = 4096
+
+func truncate(s string) string {
+	if len(s) <= maxMessage {
+		return s
+	}
+	return s[:maxMessage-3] + "..."
+}
+
+func metricName(obj *v1alpha1.ServiceObjective) string {
+	if p := obj.Spec.Metric.Source.Pods; p != nil {
+		return p.Metric
+	}
+	return "query"
+}
+
+func klogKey(u *unstructured.Unstructured) string { return u.GetNamespace() + "/" + u.GetName() }

@@ -1,0 +1,437 @@
+package objectives
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/finegrain-dev/finegrain/pkg/apis/finegrain/v1alpha1"
+)
+
+var objLabels = map[string]string{"namespace": ns, "objective": "web-p99"}
+
+func withKind(kind string) map[string]string {
+	return map[string]string{"namespace": ns, "objective": "web-p99", "kind": kind}
+}
+
+// checkResources fails unless pod's container has cpu and memory as both request and limit.
+func checkResources(t *testing.T, p *corev1.Pod, cpu, memory string) {
+	t.Helper()
+	r := p.Spec.Containers[0].Resources
+	for _, l := range []corev1.ResourceList{r.Requests, r.Limits} {
+		if l.Cpu().Cmp(resource.MustParse(cpu)) != 0 || l.Memory().Cmp(resource.MustParse(memory)) != 0 {
+			t.Errorf("pod %s has requests %v, limits %v; want %s CPU and %s memory as both", p.Name, r.Requests, r.Limits, cpu, memory)
+			return
+		}
+	}
+}
+
+func checkCondition(t *testing.T, st *v1alpha1.ServiceObjectiveStatus, typ string, status metav1.ConditionStatus, reason, inMessage string) {
+	t.Helper()
+	s, r, m := condition(st, typ)
+	if s != status || r != reason || !strings.Contains(m, inMessage) {
+		t.Errorf("condition %s is %s/%s %q; want %s/%s containing %q", typ, s, r, m, status, reason, inMessage)
+	}
+}
+
+func checkSize(t *testing.T, st *v1alpha1.ServiceObjectiveStatus, replicas int32, cpu, memory, io string) {
+	t.Helper()
+	ps := st.PodSize
+	if ps == nil || st.Replicas != replicas || ps.CPU.Cmp(resource.MustParse(cpu)) != 0 || ps.Memory.Cmp(resource.MustParse(memory)) != 0 ||
+		ps.IOBandwidth.Cmp(resource.MustParse(io)) != 0 {
+		t.Errorf("status size %d × %+v; want %d × (%s CPU, %s, %s I/O)", st.Replicas, ps, replicas, cpu, memory, io)
+	}
+}
+
+// A violated objective grows the pods in place by the shortfall, through their resize
+// subresource, and reports it: status, Resized event, metrics. Within the margin it then holds.
+func TestViolationGrowsPodsInPlace(t *testing.T) {
+	g := newGaugeServer(t, 0.040)
+	ip, port := g.hostPort(t)
+	d, rs := deployment(1)
+	h := newHarness(t, DefaultOptions(), d, rs, pod("web-a", ip, "1", "1Gi"))
+	h.createObjective(objectiveSpec(port), nil)
+
+	h.period()
+	if got := h.resizes(); !slices.Equal(got, []string{"web-a"}) {
+		t.Errorf("resized %v, want [web-a]", got)
+	}
+	checkResources(t, h.pod("web-a"), "2", "2Gi")
+	st := h.status()
+	// No history: the thesis's starting size (1 core, 1Gi, 10M) × the pressure 0.040/0.020.
+	checkSize(t, st, 1, "2", "2Gi", "20M")
+	if st.LastDecision != "Grow" || st.LastDecisionReason != "Violated" || st.ObservedGeneration != 1 || st.LastResizeTime == nil {
+		t.Errorf("decision %s/%s, generation %d, resized at %v", st.LastDecision, st.LastDecisionReason, st.ObservedGeneration, st.LastResizeTime)
+	}
+	if st.LastMeasurement.String() != "40m" || st.Smoothed.String() != "40m" {
+		t.Errorf("measurement %v, smoothed %v; want 40m", st.LastMeasurement, st.Smoothed)
+	}
+	if h := st.History; h == nil || len(h.Samples) != 0 || h.NeededCPU.String() != "2" {
+		t.Errorf("history %+v; want no samples since the resize and 2 CPUs needed", h)
+	}
+	checkCondition(t, st, v1alpha1.ObjectiveValid, metav1.ConditionTrue, "Valid", "")
+	checkCondition(t, st, v1alpha1.ObjectiveMeasured, metav1.ConditionTrue, ReasonMeasured, "web_p99_seconds 0.04 from 1 of 1 Ready pods")
+	checkCondition(t, st, v1alpha1.ObjectiveMet, metav1.ConditionFalse, ReasonTargetViolated, "decision Grow (Violated)")
+	checkCondition(t, st, v1alpha1.ObjectiveSizeApplied, metav1.ConditionFalse, ReasonResizeInProgress, "pod web-a is being resized to 2 CPU and 2Gi memory")
+	if ev := h.events(); len(ev) != 1 || !strings.Contains(ev[0], "Normal Resized resized pod web-a in place to 2 CPU and 2Gi memory (from 1 and 1Gi) for objective shop/web-p99") {
+		t.Errorf("events %q", ev)
+	}
+	for name, want := range map[string]float64{
+		"finegrain_objective_violation_seconds_total": 10, "finegrain_objective_measured_value": 0.04,
+		"finegrain_objective_smoothed_value": 0.04, "finegrain_objective_target_value": 0.02,
+		"finegrain_objective_pod_cpu_cores": 2, "finegrain_objective_replicas": 1,
+	} {
+		if got := h.metric(name, objLabels); got != want {
+			t.Errorf("%s = %v, want %v", name, got, want)
+		}
+	}
+	if got := h.metric("finegrain_objective_resizes_total", withKind("pod")); got != 1 {
+		t.Errorf("pod resizes %v, want 1", got)
+	}
+
+	// The kubelet applied it; the metric is now within the margin (0.018 of 0.020): hold.
+	p := h.pod("web-a")
+	p.Status.ContainerStatuses[0].Resources = p.Spec.Containers[0].Resources.DeepCopy()
+	if _, err := h.kube.CoreV1().Pods(ns).UpdateStatus(t.Context(), p, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	g.set(0.018)
+	h.period()
+	st = h.status()
+	if got := h.resizes(); len(got) != 0 || st.LastDecision != "Hold" || st.LastDecisionReason != "WithinMargin" {
+		t.Errorf("resized %v, decision %s/%s; want no resize, Hold/WithinMargin", got, st.LastDecision, st.LastDecisionReason)
+	}
+	checkCondition(t, st, v1alpha1.ObjectiveMet, metav1.ConditionTrue, ReasonTargetMet, "")
+	checkCondition(t, st, v1alpha1.ObjectiveSizeApplied, metav1.ConditionTrue, ReasonApplied, "")
+	if got := h.metric("finegrain_objective_violation_seconds_total", objLabels); got != 10 {
+		t.Errorf("violation seconds %v after a good period, want still 10", got)
+	}
+}
+
+// A pod whose node cannot take the grown size (the kubelet's PodResizePending, Infeasible) keeps
+// what it runs with, and the service grows by replicas through the scale subresource instead.
+func TestInfeasibleResizeGrowsReplicas(t *testing.T) {
+	g := newGaugeServer(t, 0.040)
+	ip, port := g.hostPort(t)
+	d, rs := deployment(1)
+	p := pod("web-a", ip, "4", "4Gi")
+	two := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2"), corev1.ResourceMemory: resource.MustParse("2Gi")}
+	p.Status.ContainerStatuses[0].Resources = &corev1.ResourceRequirements{Requests: two, Limits: two}
+	p.Status.Conditions = append(p.Status.Conditions, corev1.PodCondition{
+		Type: corev1.PodResizePending, Status: corev1.ConditionTrue, Reason: corev1.PodReasonInfeasible,
+		Message: "Node didn't have enough capacity: cpu, requested: 4000, capacity: 2000",
+	})
+	h := newHarness(t, DefaultOptions(), d, rs, p)
+	h.createObjective(objectiveSpec(port), &v1alpha1.ServiceObjectiveStatus{
+		Replicas: 1,
+		PodSize:  &v1alpha1.PodSize{CPU: resource.MustParse("4"), Memory: resource.MustParse("4Gi"), IOBandwidth: resource.MustParse("40M")},
+	})
+
+	h.period()
+	st := h.status()
+	// The pods run 2 CPUs; 2 × 2 = 4 CPUs of capacity → 2 replicas of the pod as it runs.
+	checkSize(t, st, 2, "2", "2Gi", "40M")
+	if h.replicas() != 2 {
+		t.Errorf("Deployment scaled to %d, want 2", h.replicas())
+	}
+	// The pending resize is taken back to the CPU it runs with; its memory limit may not be
+	// lowered in place.
+	checkResources(t, h.pod("web-a"), "2", "4Gi")
+	checkCondition(t, st, v1alpha1.ObjectiveSizeApplied, metav1.ConditionFalse, ReasonResizeInfeasible, "Node didn't have enough capacity")
+	ev := strings.Join(h.events(), "\n")
+	if !strings.Contains(ev, "Normal Scaled scaled Deployment web from 1 to 2 replicas for objective shop/web-p99") {
+		t.Errorf("events %q lack the scale", ev)
+	}
+	if got := h.metric("finegrain_objective_resizes_total", withKind("replicas")); got != 1 {
+		t.Errorf("replica resizes %v, want 1", got)
+	}
+}
+
+// At every maximum a violation holds: no resize, no scale.
+func TestAtMaximumHolds(t *testing.T) {
+	g := newGaugeServer(t, 0.100)
+	ip, port := g.hostPort(t)
+	d, rs := deployment(4)
+	pods := []*corev1.Pod{}
+	for i := range 4 {
+		pods = append(pods, pod(fmt.Sprintf("web-%d", i), ip, "4", "4Gi"))
+	}
+	h := newHarness(t, DefaultOptions(), d, rs, pods[0], pods[1], pods[2], pods[3])
+	h.createObjective(objectiveSpec(port), &v1alpha1.ServiceObjectiveStatus{
+		Replicas: 4,
+		PodSize:  &v1alpha1.PodSize{CPU: resource.MustParse("4"), Memory: resource.MustParse("4Gi"), IOBandwidth: resource.MustParse("100M")},
+	})
+	h.period()
+	st := h.status()
+	if st.LastDecision != "Hold" || st.LastDecisionReason != "AtMaximum" || len(h.resizes()) != 0 || h.replicas() != 4 {
+		t.Errorf("decision %s/%s, resized %v, replicas %d; want Hold/AtMaximum and nothing changed", st.LastDecision, st.LastDecisionReason, h.resizes(), h.replicas())
+	}
+	checkSize(t, st, 4, "4", "4Gi", "100M")
+	checkCondition(t, st, v1alpha1.ObjectiveSizeApplied, metav1.ConditionTrue, ReasonApplied, "")
+	if got := h.metric("finegrain_objective_violation_seconds_total", objLabels); got != 10 {
+		t.Errorf("violation seconds %v, want 10", got)
+	}
+}
+
+// The law's history lives in the status: a placer restarted between periods (a new controller
+// each period) still shrinks an over-performing service after a whole window, and no earlier.
+func TestRestartKeepsHistory(t *testing.T) {
+	g := newGaugeServer(t, 0.005)
+	ip, port := g.hostPort(t)
+	d, rs := deployment(1)
+	h := newHarness(t, DefaultOptions(), d, rs, pod("web-a", ip, "2", "2Gi"))
+	h.createObjective(objectiveSpec(port), &v1alpha1.ServiceObjectiveStatus{
+		Replicas: 1,
+		PodSize:  &v1alpha1.PodSize{CPU: resource.MustParse("2"), Memory: resource.MustParse("2Gi"), IOBandwidth: resource.MustParse("20M")},
+	})
+	for i := 1; i <= 2; i++ {
+		h.period()
+		st := h.status()
+		if st.LastDecisionReason != "Settling" || st.History == nil || len(st.History.Samples) != i || len(h.resizes()) != 0 {
+			t.Fatalf("period %d: decision %s/%s, history %+v, resized %v; want Settling with %d samples kept", i, st.LastDecision, st.LastDecisionReason, st.History, h.resizes(), i)
+		}
+		h.restart()
+	}
+	h.period()
+	st := h.status()
+	// 0.005 of 0.020 beats the target by 75%: the capacity halves (at most), 2 → 1 CPU.
+	if st.LastDecision != "Shrink" || st.LastDecisionReason != "OverPerforming" {
+		t.Errorf("third period: %s/%s, want Shrink/OverPerforming", st.LastDecision, st.LastDecisionReason)
+	}
+	checkSize(t, st, 1, "1", "1Gi", "10M")
+	// The memory limit stays: without resizePolicy RestartContainer the API refuses to lower it.
+	checkResources(t, h.pod("web-a"), "1", "2Gi")
+}
+
+// The objective's query API is fetched only when the placer's --objective-query-urls allows it.
+func TestQuerySourceMustBeAllowed(t *testing.T) {
+	var hits atomic.Int64
+	prom := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"status":"success","data":{"resultType":"vector","result":[{"metric":{},"value":[1700000000,"0.04"]}]}}`)
+	}))
+	defer prom.Close()
+	spec := objectiveSpec(8080)
+	spec["metric"].(map[string]any)["source"] = map[string]any{"query": map[string]any{
+		"url": prom.URL + "/prom", "query": `histogram_quantile(0.99, sum by (le) (rate(web_seconds_bucket[1m])))`,
+	}}
+	d, rs := deployment(1)
+	h := newHarness(t, DefaultOptions(), d, rs, pod("web-a", "10.0.0.7", "1", "1Gi"))
+	h.createObjective(spec, nil)
+	h.period()
+	st := h.status()
+	checkCondition(t, st, v1alpha1.ObjectiveValid, metav1.ConditionFalse, ReasonSourceNotAllowed, "--objective-query-urls does not list it")
+	if hits.Load() != 0 || len(h.resizes()) != 0 || st.PodSize != nil || st.LastDecision != "" {
+		t.Errorf("a refused source: %d requests, resized %v, status %+v; want nothing done", hits.Load(), h.resizes(), st)
+	}
+
+	allowed := DefaultOptions()
+	allowed.AllowedQueryURLs = []string{prom.URL + "/prom/"}
+	h = newHarness(t, allowed, d, rs, pod("web-a", "10.0.0.7", "1", "1Gi"))
+	h.createObjective(spec, nil)
+	h.period()
+	st = h.status()
+	checkCondition(t, st, v1alpha1.ObjectiveValid, metav1.ConditionTrue, "Valid", "")
+	checkCondition(t, st, v1alpha1.ObjectiveMeasured, metav1.ConditionTrue, ReasonMeasured, "query 0.04 from "+prom.URL+"/prom")
+	if hits.Load() != 1 || st.LastDecision != "Grow" {
+		t.Errorf("an allowed source: %d requests, decision %s; want 1 and Grow", hits.Load(), st.LastDecision)
+	}
+}
+
+func TestQueryAllowed(t *testing.T) {
+	c := &Controller{}
+	var err error
+	if c.allowed, err = parseAllowed([]string{"http://prometheus.monitoring:9090", "https://thanos.example/api/"}); err != nil {
+		t.Fatal(err)
+	}
+	for raw, want := range map[string]bool{
+		"http://prometheus.monitoring:9090":                 true,
+		"http://prometheus.monitoring:9090/":                true,
+		"http://PROMETHEUS.monitoring:9090/sub":             true,
+		"https://thanos.example/api":                        true,
+		"https://thanos.example/api/tenant-a":               true,
+		"https://thanos.example/apiary":                     false,
+		"https://thanos.example/api/../admin":               false,
+		"https://thanos.example":                            false,
+		"http://thanos.example/api":                         false,
+		"http://prometheus.monitoring:9091":                 false,
+		"http://prometheus.monitoring":                      false,
+		"http://prometheus.monitoring:9090@169.254.169.254": false,
+		"http://169.254.169.254/latest/meta-data":           false,
+		"http://prometheus.monitoring:9090/?x=1":            false,
+	} {
+		if got := c.queryAllowed(raw); got != want {
+			t.Errorf("queryAllowed(%s) = %v, want %v", raw, got, want)
+		}
+	}
+	for _, bad := range []string{"prometheus:9090", "ftp://x", "http://u:p@x", "http://x/?q", "http://x/a/../b", ""} {
+		if err := CheckAllowedQueryURL(bad); err == nil || !strings.Contains(err.Error(), fmt.Sprintf("%q", bad)) {
+			t.Errorf("CheckAllowedQueryURL(%q) = %v, want an error naming it", bad, err)
+		}
+	}
+	if _, err := New(nil, nil, nil, nil, nil, Options{AllowedQueryURLs: []string{"x"}}); err == nil {
+		t.Error("New took a bad allowed query URL")
+	}
+}
+
+// An invalid objective gets Valid=False/InvalidSpec and its target is left alone.
+func TestInvalidObjectiveIsLeftAlone(t *testing.T) {
+	g := newGaugeServer(t, 0.040)
+	ip, port := g.hostPort(t)
+	d, rs := deployment(1)
+	h := newHarness(t, DefaultOptions(), d, rs, pod("web-a", ip, "1", "1Gi"))
+	spec := objectiveSpec(port)
+	spec["replicas"] = map[string]any{"min": int64(3), "max": int64(2)}
+	h.createObjective(spec, nil)
+	h.period()
+	st := h.status()
+	checkCondition(t, st, v1alpha1.ObjectiveValid, metav1.ConditionFalse, ReasonInvalidSpec, "spec.replicas.max")
+	if g.hits.Load() != 0 || len(h.kube.Actions()) != 0 || st.PodSize != nil {
+		t.Errorf("an invalid objective: %d scrapes, API actions %v, size %+v; want none", g.hits.Load(), h.kube.Actions(), st.PodSize)
+	}
+}
+
+// Pods that are not Guaranteed cannot be resized without changing their QoS class: the loop
+// leaves them, says why, and grows by replicas.
+func TestNotGuaranteedPodsGrowByReplicas(t *testing.T) {
+	g := newGaugeServer(t, 0.040)
+	ip, port := g.hostPort(t)
+	d, rs := deployment(1)
+	p := pod("web-a", ip, "1", "1Gi")
+	p.Spec.Containers[0].Resources.Limits = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2"), corev1.ResourceMemory: resource.MustParse("1Gi")}
+	p.Status.QOSClass = corev1.PodQOSBurstable
+	h := newHarness(t, DefaultOptions(), d, rs, p)
+	h.createObjective(objectiveSpec(port), nil)
+	h.period()
+	st := h.status()
+	if len(h.resizes()) != 0 || h.replicas() != 2 {
+		t.Errorf("resized %v, replicas %d; want no resize and 2 replicas", h.resizes(), h.replicas())
+	}
+	checkSize(t, st, 2, "1", "1Gi", "10M")
+	checkCondition(t, st, v1alpha1.ObjectiveSizeApplied, metav1.ConditionFalse, ReasonPodsNotGuaranteed, "pod web-a is Burstable")
+}
+
+// Pods that match the selector but that the Deployment does not control are neither measured
+// nor resized.
+func TestForeignPodsAreIgnored(t *testing.T) {
+	g := newGaugeServer(t, 0.040)
+	ip, port := g.hostPort(t)
+	d, rs := deployment(1)
+	foreign := pod("impostor", ip, "1", "1Gi")
+	foreign.OwnerReferences = nil
+	other := pod("other-rs", ip, "1", "1Gi")
+	other.OwnerReferences[0].UID = "uid-someone-else"
+	h := newHarness(t, DefaultOptions(), d, rs, pod("web-a", ip, "1", "1Gi"), foreign, other)
+	h.createObjective(objectiveSpec(port), nil)
+	h.period()
+	if got := h.resizes(); !slices.Equal(got, []string{"web-a"}) {
+		t.Errorf("resized %v, want only web-a", got)
+	}
+	if g.hits.Load() != 1 {
+		t.Errorf("%d scrapes, want 1 (web-a)", g.hits.Load())
+	}
+}
+
+// A missing target is reported, and a metric that cannot be read holds the size.
+func TestMissingTargetAndUnreadableMetric(t *testing.T) {
+	h := newHarness(t, DefaultOptions())
+	h.createObjective(objectiveSpec(1), nil)
+	h.period()
+	checkCondition(t, h.status(), v1alpha1.ObjectiveSizeApplied, metav1.ConditionFalse, ReasonTargetNotFound, "read Deployment shop/web")
+
+	g := newGaugeServer(t, 0.040)
+	ip, _ := g.hostPort(t)
+	d, rs := deployment(1)
+	h = newHarness(t, DefaultOptions(), d, rs, pod("web-a", ip, "1", "1Gi"))
+	spec := objectiveSpec(1) // nothing listens on port 1
+	h.createObjective(spec, nil)
+	h.period()
+	st := h.status()
+	checkCondition(t, st, v1alpha1.ObjectiveMeasured, metav1.ConditionFalse, ReasonMeasurementFailed, "no pod answered")
+	checkCondition(t, st, v1alpha1.ObjectiveMet, metav1.ConditionUnknown, "NoMeasurement", "")
+	if st.LastDecision != "Hold" || len(h.resizes()) != 0 {
+		t.Errorf("decision %s, resized %v; want Hold and nothing resized", st.LastDecision, h.resizes())
+	}
+}
+
+func TestWantedKeepsMemoryLimitsTheAPIWillNotLower(t *testing.T) {
+	p := pod("web-a", "10.0.0.7", "2", "2Gi")
+	size := sizeOf(&v1alpha1.ServiceObjectiveStatus{Replicas: 1, PodSize: &v1alpha1.PodSize{CPU: resource.MustParse("1"), Memory: resource.MustParse("1Gi")}})
+	if cpu, mem := wanted(p, size); cpu.String() != "1" || mem.String() != "2Gi" {
+		t.Errorf("default resize policy: %s, %s; want 1 CPU and the 2Gi limit kept", cpu.String(), mem.String())
+	}
+	p.Spec.Containers[0].ResizePolicy = []corev1.ContainerResizePolicy{{ResourceName: corev1.ResourceMemory, RestartPolicy: corev1.RestartContainer}}
+	if _, mem := wanted(p, size); mem.String() != "1Gi" {
+		t.Errorf("RestartContainer for memory: %s, want 1Gi", mem.String())
+	}
+}
+
+func TestForgetDropsSeries(t *testing.T) {
+	h := newHarness(t, DefaultOptions())
+	h.c.metrics.ViolationSeconds.WithLabelValues(ns, "web-p99").Add(3)
+	h.c.metrics.Resizes.WithLabelValues(ns, "web-p99", "pod").Inc()
+	h.c.metrics.Target.WithLabelValues(ns, "other").Set(1)
+	h.c.metrics.forget(ns + "/web-p99")
+	if h.metric("finegrain_objective_violation_seconds_total", objLabels) != -1 || h.metric("finegrain_objective_resizes_total", withKind("pod")) != -1 {
+		t.Error("series of a deleted objective kept")
+	}
+	if h.metric("finegrain_objective_target_value", map[string]string{"objective": "other"}) != 1 {
+		t.Error("another objective's series dropped")
+	}
+}
+
+// Run measures each objective every periodSeconds through its informer, and forgets a deleted
+// objective's series.
+func TestRunEveryPeriod(t *testing.T) {
+	g := newGaugeServer(t, 0.018)
+	ip, port := g.hostPort(t)
+	d, rs := deployment(1)
+	h := newHarness(t, DefaultOptions(), d, rs, pod("web-a", ip, "1", "1Gi"))
+	spec := objectiveSpec(port)
+	spec["periodSeconds"] = int64(1)
+	h.createObjective(spec, nil)
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- h.c.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
+	waitFor(t, "two periods of samples in the status", func() bool {
+		st := h.status()
+		return st.History != nil && len(st.History.Samples) >= 2
+	})
+	if !h.c.HasSynced() || g.hits.Load() < 2 {
+		t.Errorf("synced %v, %d scrapes", h.c.HasSynced(), g.hits.Load())
+	}
+	if err := h.dyn.Resource(objectiveGVR).Namespace(ns).Delete(t.Context(), "web-p99", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the deleted objective's series to go", func() bool {
+		return h.metric("finegrain_objective_target_value", objLabels) == -1
+	})
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
