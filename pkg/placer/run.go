@@ -1,7 +1,7 @@
 // Package placer runs finegrain's central placer: it connects to the API server, checks that
 // the HPCJob and NodeResourceTopology APIs are served, takes a Lease so that one replica leads,
-// serves Prometheus metrics and health, and runs the controller — and, where the ServiceObjective
-// API is served, the service objective loop (objectives) — while it leads. The placement logic
+// serves Prometheus metrics and health, and runs the controller and the service objective loop
+// (objectives) while it leads. The placement logic
 // lives in the sub-packages (hpcjob, plan, snapshot, queue, controller, objectives); this package
 // only wires them to a cluster.
 package placer
@@ -105,30 +105,22 @@ func Run(ctx context.Context, opts Options, log *slog.Logger) error {
 		return err
 	}
 	defer stop()
-	work := leaderWork{placer: c}
-	if servesObjectives(kube) {
-		if work.objectives, err = objectives.New(kube, dyn, recorder, reg, log, opts.Objectives); err != nil {
-			return err
-		}
-	} else {
-		log.Info("the ServiceObjective API is not served; the service objective loop is off (install daemonset/placer/crd-serviceobjective.yaml and restart the placer to turn it on)")
+	o, err := objectives.New(kube, dyn, recorder, reg, log, opts.Objectives)
+	if err != nil {
+		return err
 	}
-	return runLeading(ctx, opts, log, kube, work, reg)
+	return runLeading(ctx, opts, log, kube, leaderWork{placer: c, objectives: o}, reg)
 }
 
-// leaderWork is what runs while this replica leads: the placer's controller and, where the
-// ServiceObjective API is served, the service objective loop.
+// leaderWork is what runs while this replica leads: the placer's controller and the service
+// objective loop (which waits for the ServiceObjective API where it is not served yet).
 type leaderWork struct {
-	placer *controller.Controller
-	// objectives is nil while the loop is off.
+	placer     *controller.Controller
 	objectives *objectives.Controller
 }
 
 // Run runs both until ctx ends or the placer's controller returns, and returns the first error.
 func (w leaderWork) Run(ctx context.Context) error {
-	if w.objectives == nil {
-		return w.placer.Run(ctx)
-	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	objErr := make(chan error, 1)
@@ -143,7 +135,7 @@ func (w leaderWork) Run(ctx context.Context) error {
 
 // HasSynced reports whether every cache of the work has synced.
 func (w leaderWork) HasSynced() bool {
-	return w.placer.HasSynced() && (w.objectives == nil || w.objectives.HasSynced())
+	return w.placer.HasSynced() && w.objectives.HasSynced()
 }
 
 // newController makes the controller and the events.k8s.io recorder it writes through, as
@@ -254,14 +246,6 @@ func checkAPIs(kube kubernetes.Interface) error {
 		}
 	}
 	return nil
-}
-
-// servesObjectives says whether the API server serves ServiceObjectives (the CRD is installed).
-func servesObjectives(kube kubernetes.Interface) bool {
-	list, err := kube.Discovery().ServerResourcesForGroupVersion(v1alpha1.GroupVersion.String())
-	return err == nil && slices.ContainsFunc(list.APIResources, func(r metav1.APIResource) bool {
-		return r.Name == v1alpha1.ServiceObjectiveResource
-	})
 }
 
 // newLease makes the leader elector that runs c while this replica holds the Lease; when c

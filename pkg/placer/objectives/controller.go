@@ -17,10 +17,13 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
@@ -63,6 +66,8 @@ type Controller struct {
 	informers dynamicinformer.DynamicSharedInformerFactory
 	objects   cache.GenericLister
 	synced    cache.InformerSynced
+	// waiting is true until the API server serves ServiceObjectives.
+	waiting atomic.Bool
 
 	// dirty are the objectives the informer showed changed, by "namespace/name".
 	mu    sync.Mutex
@@ -101,6 +106,7 @@ func New(kube kubernetes.Interface, dyn dynamic.Interface, recorder events.Event
 		inflight:   map[string]bool{},
 		done:       make(chan result, max(opts.Parallelism, 1)),
 	}
+	c.waiting.Store(true)
 	c.informers = dynamicinformer.NewDynamicSharedInformerFactory(dyn, opts.ResyncPeriod)
 	inf := c.informers.ForResource(v1alpha1.ServiceObjectiveGroupVersionResource)
 	c.objects, c.synced = inf.Lister(), inf.Informer().HasSynced
@@ -112,8 +118,34 @@ func New(kube kubernetes.Interface, dyn dynamic.Interface, recorder events.Event
 	return c, nil
 }
 
-// HasSynced reports whether the objective informer has listed once.
-func (c *Controller) HasSynced() bool { return c.synced() }
+// HasSynced reports whether the objective informer has listed once, or the loop waits for the
+// ServiceObjective API (a placer without the CRD is ready to place).
+func (c *Controller) HasSynced() bool { return c.waiting.Load() || c.synced() }
+
+// apiPollPeriod is how often the loop looks for the ServiceObjective API while it is not served.
+const apiPollPeriod = 10 * time.Second
+
+// waitForAPI waits until the API server serves ServiceObjectives (the CRD may be installed after
+// the placer starts, or not at all); false when ctx ended first.
+func (c *Controller) waitForAPI(ctx context.Context) bool {
+	for logged := false; ; logged = true {
+		list, err := c.kube.Discovery().ServerResourcesForGroupVersion(v1alpha1.GroupVersion.String())
+		if err == nil && slices.ContainsFunc(list.APIResources, func(r metav1.APIResource) bool {
+			return r.Name == v1alpha1.ServiceObjectiveResource
+		}) {
+			c.waiting.Store(false)
+			return true
+		}
+		if !logged {
+			c.log.Info("the ServiceObjective API is not served; the service objective loop waits for it (kubectl apply -f daemonset/placer/crd-serviceobjective.yaml)")
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(apiPollPeriod):
+		}
+	}
+}
 
 func (c *Controller) onObjective(obj any) {
 	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
@@ -132,9 +164,12 @@ func (c *Controller) onObjective(obj any) {
 	}
 }
 
-// Run starts the informer and runs the loop until ctx ends; it waits for the reconciles in
-// flight before it returns.
+// Run waits for the ServiceObjective API, starts the informer and runs the loop until ctx ends;
+// it waits for the reconciles in flight before it returns.
 func (c *Controller) Run(ctx context.Context) error {
+	if !c.waitForAPI(ctx) {
+		return nil
+	}
 	c.informers.Start(ctx.Done())
 	if !cache.WaitForCacheSync(ctx.Done(), c.synced) {
 		return ctx.Err()

@@ -88,6 +88,10 @@ func newHarness(t *testing.T, opts Options, objs ...runtime.Object) *harness {
 	t.Helper()
 	h := &harness{t: t, opts: opts, now: time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)}
 	h.kube = fake.NewClientset(objs...)
+	h.kube.Resources = []*metav1.APIResourceList{{
+		GroupVersion: v1alpha1.GroupVersion.String(),
+		APIResources: []metav1.APIResource{{Name: v1alpha1.Resource}, {Name: v1alpha1.ServiceObjectiveResource}},
+	}}
 	scaleReactors(h.kube)
 	h.dyn = dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{
 		objectiveGVR: "ServiceObjectiveList",

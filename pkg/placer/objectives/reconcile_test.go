@@ -435,3 +435,21 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// Without the ServiceObjective API the loop waits for it, and the placer stays ready.
+func TestRunWaitsForTheAPI(t *testing.T) {
+	h := newHarness(t, DefaultOptions())
+	h.kube.Resources = nil
+	h.restart()
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- h.c.Run(ctx) }()
+	time.Sleep(50 * time.Millisecond)
+	if !h.c.HasSynced() {
+		t.Error("not ready while the API is not served")
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("Run = %v after its context ended, want nil", err)
+	}
+}
