@@ -47,11 +47,12 @@ type reporting struct {
 	metrics  *metrics.Agent
 }
 
-// agentPaths and agentErrorReasons are created at zero in the metrics.
+// agentPaths, agentErrorReasons and agentIOWrites are created at zero in the metrics.
 var (
 	agentPaths        = []agent.Path{agent.PathInotify, agent.PathInformer, agent.PathScan, agent.PathStartup, agent.PathDecide}
 	agentErrorReasons = []agent.ErrorReason{agent.ErrAllocate, agent.ErrCgroupWrite, agent.ErrVanished, agent.ErrEnumerate,
-		agent.ErrResolve, agent.ErrCheckpoint, agent.ErrKubeletPolicy, agent.ErrKubeletState}
+		agent.ErrResolve, agent.ErrCheckpoint, agent.ErrKubeletPolicy, agent.ErrKubeletState, agent.ErrIOLimit}
+	agentIOWrites = []agent.IOWrite{agent.IOSet, agent.IOCleared, agent.IORepaired}
 )
 
 func newReporting(opts reportingOptions, log *slog.Logger) (*reporting, error) {
@@ -68,6 +69,9 @@ func newReporting(opts reportingOptions, log *slog.Logger) (*reporting, error) {
 	}
 	for _, r := range agentErrorReasons {
 		labels.ErrorReasons = append(labels.ErrorReasons, string(r))
+	}
+	for _, w := range agentIOWrites {
+		labels.IOWrites = append(labels.IOWrites, string(w))
 	}
 	m, err := metrics.NewAgent(reg, labels)
 	if err != nil {
@@ -179,6 +183,7 @@ func (h agentHooks) Released(policy.Assignment)                    { h.m.Release
 func (h agentHooks) DriftRepaired(cgroup.ContainerRef)             { h.m.DriftRepaired() }
 func (h agentHooks) Failed(reason agent.ErrorReason)               { h.m.Failed(string(reason)) }
 func (h agentHooks) Reconciled(r policy.Repair)                    { h.m.StartupRepaired(string(r.Reason)) }
+func (h agentHooks) IOLimitWritten(w agent.IOWrite)                { h.m.IOLimitWritten(string(w)) }
 func (h agentHooks) CheckpointWritten(took time.Duration, err error) {
 	h.m.CheckpointWritten(took, err)
 }

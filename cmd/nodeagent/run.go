@@ -93,6 +93,8 @@ func (f *runFlags) register(fs *pflag.FlagSet, getenv func(string) string) {
 	fs.StringVar(&f.cpuQuota, "shared-cpu-quota", string(a.Classify.CPUQuota), "CPU quota of shared containers: off (the kubelet's), limit (their CPU limit) or request (their CPU request)")
 	fs.StringVar(&f.memLimit, "shared-memory-limit", string(a.Classify.MemoryLimit), "memory limit of shared containers: off, limit or request")
 	fs.DurationVar(&f.period, "cpu-cfs-period", time.Duration(a.Classify.CPUPeriodUS)*time.Microsecond, "CFS period of the shared CPU quota (the kubelet's cpuCFSQuotaPeriod)")
+	fs.StringSliceVar(&a.IODevicePaths, "io-device-paths", a.IODevicePaths, "host directories whose whole disks carry the pods' I/O bandwidth limits from ServiceObjectives (the kubelet's and the runtime's storage); empty turns I/O limits off")
+	fs.StringVar(&a.IOMountinfo, "io-mountinfo", a.IOMountinfo, "the host's mount table, to find the disks of --io-device-paths (the DaemonSet runs with hostPID, so /proc/1/mountinfo is the host's)")
 	fs.BoolVar(&a.Inotify, "inotify", a.Inotify, "notice new container cgroups through inotify (false: pod statuses and the periodic scan only)")
 	fs.DurationVar(&a.ReconcileInterval, "reconcile-interval", a.ReconcileInterval, "period of the drift check")
 	fs.DurationVar(&a.FullResyncInterval, "full-resync-interval", a.FullResyncInterval, "period at which quotas and memory limits are re-applied too")

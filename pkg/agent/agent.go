@@ -65,7 +65,12 @@ type Deps struct {
 	// the placer is in force (nil error) or why not (HintPolicyGuard); nil trusts every hint on a
 	// pod that names the placer as its scheduler.
 	NUMAHintGuard func(context.Context) error
-	Log           *slog.Logger
+	// IO writes the pods' I/O bandwidth limits on IODevices (the node's whole disks, from
+	// pkg/blockdev) as Objectives decide; any of the three nil or empty disables I/O limits.
+	IO         IOLimiter
+	IODevices  []cgroup.Device
+	Objectives ObjectiveSource
+	Log        *slog.Logger
 	// Now is the clock; nil uses time.Now.
 	Now func() time.Time
 }
@@ -106,6 +111,8 @@ type Agent struct {
 	kubeletErr       string
 	enumErr          string
 	ckptFailing      bool
+	// ioPods is each pod's I/O limit (loop-only).
+	ioPods map[string]*ioPod
 }
 
 // Report is what one step of the agent did; tests assert on it.
@@ -210,6 +217,15 @@ func (a *Agent) Run(ctx context.Context) error {
 			}
 		}()
 	}
+	var objChanged <-chan struct{}
+	if a.ioEnabled() {
+		objChanged = a.d.Objectives.Changed()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			a.d.Objectives.Run(ctx)
+		}()
+	}
 	ticker := time.NewTicker(a.opts.ReconcileInterval)
 	defer ticker.Stop()
 	a.Tick(ctx)
@@ -236,6 +252,10 @@ func (a *Agent) Run(ctx context.Context) error {
 		case <-a.kick:
 			if a.isStarted() {
 				a.enforce(ctx, target{all: true})
+			}
+		case <-objChanged:
+			if a.isStarted() {
+				a.enforceIO(ctx, false)
 			}
 		}
 		a.heartbeat.Store(a.d.Now().UnixNano())

@@ -9,7 +9,10 @@
 // the static CPU manager policy. It offers a read-only Snapshot with change notifications, a
 // listing of the processes in its pinned containers' cgroups (through pkg/cgroup), a Hooks
 // interface for reporting, and Decide/ReleasePod for a synchronous caller such as an NRI
-// plugin. It must not write cgroups outside kubepods, take a path or cpuset from anything a pod
+// plugin. It also enforces the block I/O bandwidth the placer's ServiceObjective loop decides
+// (status.podSize.ioBandwidth of the objective whose target owns a pod, found through uid-checked
+// controller references) on the node's whole disks, and clears it when no objective holds the
+// pod. It must not write cgroups outside kubepods, take a path or cpuset from anything a pod
 // author wrote, publish metrics or NodeResourceTopology objects itself, or write to the API
 // server other than events.
 package agent

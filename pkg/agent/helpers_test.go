@@ -155,6 +155,10 @@ type envOpts struct {
 	procs ProcessReader
 	// hintGuard is Deps.NUMAHintGuard.
 	hintGuard func(context.Context) error
+	// io, ioDevices and objectives are the I/O limit parts of Deps.
+	io         IOLimiter
+	ioDevices  []cgroup.Device
+	objectives ObjectiveSource
 }
 
 // testTopology has two NUMA nodes of four single-thread cores: 0-3 and 4-7.
@@ -193,7 +197,8 @@ func newEnv(t testing.TB, o envOpts) *env {
 		o.modify(&opts)
 	}
 	d := Deps{Pods: e.client.CoreV1().Pods(""), Topology: testTopology(t), Writer: e.cg, Store: e.store, Recorder: e.events,
-		KubeletPolicy: e.kubelet.read, Processes: o.procs, NUMAHintGuard: o.hintGuard, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+		KubeletPolicy: e.kubelet.read, Processes: o.procs, NUMAHintGuard: o.hintGuard, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		IO: o.io, IODevices: o.ioDevices, Objectives: o.objectives}
 	if !o.noResolver {
 		e.resolver = &fakeResolver{ids: map[string]cri.Identity{}}
 		d.Resolver = e.resolver

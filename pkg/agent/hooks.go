@@ -38,6 +38,20 @@ const (
 	ErrCheckpoint    ErrorReason = "checkpoint-write"
 	ErrKubeletPolicy ErrorReason = "kubelet-static-policy"
 	ErrKubeletState  ErrorReason = "kubelet-state-unreadable"
+	ErrIOLimit       ErrorReason = "io-limit"
+)
+
+// IOWrite is what an I/O limit write did to a pod.
+type IOWrite string
+
+// I/O limit writes.
+const (
+	// IOSet: a pod got the limit its ServiceObjective decides (or a new one).
+	IOSet IOWrite = "set"
+	// IOCleared: a pod no objective holds lost a limit.
+	IOCleared IOWrite = "cleared"
+	// IORepaired: a pod's cgroup no longer carried the limit the agent had written.
+	IORepaired IOWrite = "repaired"
 )
 
 // Hooks receives what the agent does, for metrics. The agent may call them while it holds its
@@ -61,6 +75,8 @@ type Hooks interface {
 	CheckpointWritten(took time.Duration, err error)
 	// Reconciled: the start-up rebuild repaired something (policy.Reconcile's report).
 	Reconciled(r policy.Repair)
+	// IOLimitWritten: a pod's I/O bandwidth limit was written.
+	IOLimitWritten(w IOWrite)
 }
 
 // NopHooks implements Hooks doing nothing.
@@ -75,3 +91,4 @@ func (NopHooks) DriftRepaired(cgroup.ContainerRef)      {}
 func (NopHooks) Failed(ErrorReason)                     {}
 func (NopHooks) CheckpointWritten(time.Duration, error) {}
 func (NopHooks) Reconciled(policy.Repair)               {}
+func (NopHooks) IOLimitWritten(IOWrite)                 {}

@@ -47,6 +47,13 @@ type Options struct {
 	// (HintPolicyGuard). Empty trusts hints on every pod that names the placer as its scheduler.
 	NUMAHintPolicy string
 
+	// IODevicePaths are host directories (the kubelet's and the runtime's storage) whose whole
+	// disks carry the pods' I/O bandwidth limits (pkg/blockdev), found once at start in the
+	// mount table IOMountinfo (the host's: /proc/1/mountinfo, the DaemonSet runs with hostPID)
+	// and SysfsRoot. Empty turns I/O limits off.
+	IODevicePaths []string
+	IOMountinfo   string
+
 	// Inotify enables the fast path; without it new containers are found through the pods'
 	// statuses and the periodic scan.
 	Inotify bool
@@ -90,6 +97,8 @@ func DefaultOptions() Options {
 			CPUPeriodUS:         100000,
 		},
 		NUMAHintPolicy:       DefaultNUMAHintPolicy,
+		IODevicePaths:        []string{"/var/lib/kubelet", "/var/lib/containerd"},
+		IOMountinfo:          "/proc/1/mountinfo",
 		Inotify:              true,
 		ReconcileInterval:    500 * time.Millisecond,
 		FullResyncInterval:   10 * time.Second,
@@ -115,6 +124,8 @@ func (o Options) Validate() error {
 		return fmt.Errorf("start-up API timeout %s must be positive", o.StartupAPITimeout)
 	case o.CRIEndpoint != "" && o.CRITimeout <= 0:
 		return fmt.Errorf("CRI timeout %s must be positive", o.CRITimeout)
+	case len(o.IODevicePaths) > 0 && o.IOMountinfo == "":
+		return fmt.Errorf("I/O device paths %v without a mount table to find their disks in: set --io-mountinfo (the host's /proc/1/mountinfo)", o.IODevicePaths)
 	case o.CheckpointPath == "":
 		return fmt.Errorf("checkpoint path is empty: the agent must keep its state on the host to survive restarts")
 	}

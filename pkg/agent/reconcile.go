@@ -13,8 +13,9 @@ import (
 
 // Tick is one period of the loop: it re-reads the kubelet's CPU manager policy when due (and
 // stops acting while the kubelet pins containers itself), starts the agent once it may, and
-// then lists the container cgroups to pick up missed ones and repair drift. Every container's
-// full values are re-applied each FullResyncInterval.
+// then lists the container cgroups to pick up missed ones and repair drift, and brings the
+// pods' I/O limits to their objectives (enforceIO). Every container's full values, and every
+// pod's I/O limit, are re-applied each FullResyncInterval.
 func (a *Agent) Tick(ctx context.Context) Report {
 	now := a.d.Now()
 	a.heartbeat.Store(now.UnixNano())
@@ -39,7 +40,11 @@ func (a *Agent) Tick(ctx context.Context) Report {
 	}
 	a.ticks++
 	full := a.ticks%int(max(1, a.opts.FullResyncInterval/a.opts.ReconcileInterval)) == 0
-	return a.scan(ctx, full)
+	rep := a.scan(ctx, full)
+	if a.ioEnabled() {
+		a.enforceIO(ctx, full)
+	}
+	return rep
 }
 
 // scan lists the container cgroups: new ones are written, vanished ones forgotten, those whose

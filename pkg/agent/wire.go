@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/record"
@@ -14,6 +15,7 @@ import (
 	"github.com/finegrain-dev/finegrain/pkg/agent/cgwatch"
 	"github.com/finegrain-dev/finegrain/pkg/agent/cri"
 	"github.com/finegrain-dev/finegrain/pkg/agent/kubeletpolicy"
+	"github.com/finegrain-dev/finegrain/pkg/blockdev"
 	"github.com/finegrain-dev/finegrain/pkg/cgroup"
 	"github.com/finegrain-dev/finegrain/pkg/checkpoint"
 	"github.com/finegrain-dev/finegrain/pkg/topology"
@@ -77,6 +79,9 @@ func New(opts Options, log *slog.Logger) (*Agent, error) {
 		}
 		d.NUMAHintGuard = HintPolicyGuard(dyn, opts.NUMAHintPolicy)
 	}
+	if err := wireIO(&d, opts, cfg, mounts, writer, log); err != nil {
+		return nil, err
+	}
 	if opts.CRIEndpoint != "" {
 		c, err := cri.Dial(opts.CRIEndpoint, opts.CRITimeout)
 		if err != nil {
@@ -104,6 +109,47 @@ func New(opts Options, log *slog.Logger) (*Agent, error) {
 		"kubepods", layout.KubepodsDir(cgroup.CPUSet), "cpus", topo.OnlineCPUs.String(), "numaNodes", len(topo.NUMANodes),
 		"inotify", opts.Inotify, "cri", opts.CRIEndpoint, "checkpoint", store.Path())
 	return a, nil
+}
+
+// wireIO finds the node's disks for the pods' I/O limits and connects the ServiceObjectives
+// watch. A node where no disk is found, or a v1 host without a blkio hierarchy, runs without I/O
+// limits and says why: the agent never refuses to start for them.
+func wireIO(d *Deps, opts Options, cfg *rest.Config, mounts cgroup.Mounts, writer *cgroup.FS, log *slog.Logger) error {
+	if len(opts.IODevicePaths) == 0 {
+		return nil
+	}
+	if mounts.Root(cgroup.BlockIO) == "" {
+		log.Warn("no cgroup v1 blkio hierarchy is mounted; pods get no I/O limits", "paths", opts.IODevicePaths)
+		return nil
+	}
+	found, err := blockdev.Find(opts.IOMountinfo, opts.SysfsRoot, opts.IODevicePaths)
+	if err != nil {
+		log.Warn("cannot find the disks of the I/O device paths; pods get no I/O limits", "paths", opts.IODevicePaths, "reason", err.Error())
+		return nil
+	}
+	for _, s := range found.Skipped {
+		log.Warn("directory has no disk to limit I/O on", "path", s.Path, "reason", s.Reason)
+	}
+	for _, b := range found.Backings {
+		part := ""
+		if b.Partition != nil {
+			part = b.Partition.String()
+		}
+		log.Info("I/O limits go on the disk of a directory", "path", b.Path, "mount", b.Mount, "fsType", b.FSType, "device", b.Device.String(), "partition", part)
+	}
+	if len(found.Devices) == 0 {
+		return nil
+	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("API client for ServiceObjectives: %w", err)
+	}
+	meta, err := metadata.NewForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("API client for the workloads of ServiceObjectives: %w", err)
+	}
+	d.IO, d.IODevices, d.Objectives = writer, found.Devices, NewObjectives(dyn, meta, log)
+	return nil
 }
 
 // Close releases the connections New opened.

@@ -29,6 +29,9 @@ const (
 	CPUSet Controller = "cpuset"
 	CPU    Controller = "cpu"
 	Memory Controller = "memory"
+	// BlockIO is v1's blkio hierarchy; on v2 the io controller of the unified hierarchy. It is
+	// optional: without it the agent enforces no I/O limits.
+	BlockIO Controller = "blkio"
 )
 
 // controllers are the controllers finegrain needs, in the order it writes them.
@@ -37,7 +40,8 @@ var controllers = []Controller{CPUSet, CPU, Memory}
 // Mounts says where the cpuset, cpu and memory controllers are mounted.
 type Mounts struct {
 	Version Version
-	// V1 maps each controller to its v1 hierarchy's mount point (cgroup v1 only).
+	// V1 maps each controller to its v1 hierarchy's mount point (cgroup v1 only); BlockIO is
+	// present only where the blkio hierarchy is mounted.
 	V1 map[Controller]string
 	// Unified is the cgroup2 mount point (cgroup v2 only).
 	Unified string
@@ -68,7 +72,8 @@ func DetectMounts(mountinfoPath string) (Mounts, error) {
 
 // ParseMountinfo parses the mountinfo format of proc(5) with moby/sys/mountinfo. cgroup v1 is
 // chosen when cpuset, cpu and memory are all mounted as v1 hierarchies (hybrid hosts also mount an
-// empty cgroup2 tree, which is ignored); cgroup v2 when none of them is on v1 and a cgroup2 file
+// empty cgroup2 tree, which is ignored), noting the blkio hierarchy where one is mounted (for I/O
+// limits); cgroup v2 when none of them is on v1 and a cgroup2 file
 // system is mounted. Only mounts of a hierarchy's root ("/" in the fourth field) are used: a bind
 // mount or cgroup namespace view of a sub-tree cannot show the kubelet's kubepods tree.
 func ParseMountinfo(r io.Reader) (Mounts, error) {
@@ -93,7 +98,7 @@ func ParseMountinfo(r io.Reader) (Mounts, error) {
 		}
 		for _, opt := range strings.Split(e.VFSOptions, ",") {
 			c := Controller(opt)
-			if !slices.Contains(controllers, c) {
+			if !slices.Contains(controllers, c) && c != BlockIO {
 				continue
 			}
 			if root != "/" {

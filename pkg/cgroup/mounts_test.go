@@ -14,7 +14,7 @@ func TestDetectMounts(t *testing.T) {
 		want Mounts
 	}{
 		{"v1-hybrid-debian12.txt", Mounts{Version: V1, V1: map[Controller]string{
-			CPUSet: "/sys/fs/cgroup/cpuset", CPU: "/sys/fs/cgroup/cpu", Memory: "/sys/fs/cgroup/memory"}}},
+			CPUSet: "/sys/fs/cgroup/cpuset", CPU: "/sys/fs/cgroup/cpu", Memory: "/sys/fs/cgroup/memory", BlockIO: "/sys/fs/cgroup/blkio"}}},
 		{"v1-cpuacct-combined-centos7.txt", Mounts{Version: V1, V1: map[Controller]string{
 			CPUSet: "/sys/fs/cgroup/cpuset", CPU: "/sys/fs/cgroup/cpu,cpuacct", Memory: "/sys/fs/cgroup/memory"}}},
 		{"v1-daemonset-host-mount.txt", Mounts{Version: V1, V1: map[Controller]string{

@@ -40,6 +40,7 @@ type Agent struct {
 	publishes          *prometheus.CounterVec
 	publishLatency     prometheus.Histogram
 	publishedGen       prometheus.Gauge
+	ioWrites           *prometheus.CounterVec
 }
 
 // Labels lists the label values to create at zero, so that rates and alerts work before the
@@ -49,6 +50,8 @@ type Labels struct {
 	Paths []string
 	// ErrorReasons are the reasons errors are counted by (the reason label).
 	ErrorReasons []string
+	// IOWrites are the kinds of I/O limit writes (the kind label).
+	IOWrites []string
 }
 
 // NewAgent creates the agent's metrics — of its pinning work, then of its checkpoint and
@@ -65,12 +68,15 @@ func NewAgent(reg prometheus.Registerer, labels Labels) (*Agent, error) {
 	for _, r := range labels.ErrorReasons {
 		m.errors.WithLabelValues(r)
 	}
+	for _, k := range labels.IOWrites {
+		m.ioWrites.WithLabelValues(k)
+	}
 	for _, r := range []string{resultSuccess, resultFailure} {
 		m.checkpointWrites.WithLabelValues(r)
 		m.publishes.WithLabelValues(r)
 	}
 	for _, c := range []prometheus.Collector{m.pins, m.window, m.allocations, m.releases, m.repairs, m.startupRepairs, m.errors,
-		m.checkpointWrites, m.checkpointDuration, m.publishes, m.publishLatency, m.publishedGen} {
+		m.checkpointWrites, m.checkpointDuration, m.publishes, m.publishLatency, m.publishedGen, m.ioWrites} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register node agent metrics: %w", err)
 		}
@@ -109,6 +115,10 @@ func (m *Agent) pinningMetrics() {
 		Namespace: namespace, Subsystem: subsystem, Name: "errors_total",
 		Help: "Failures by reason; the agent's log says what failed.",
 	}, []string{"reason"})
+	m.ioWrites = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: namespace, Subsystem: subsystem, Name: "io_limit_writes_total",
+		Help: "Pods whose block I/O bandwidth limit was written, by kind: set (from a ServiceObjective), cleared (no objective holds the pod), repaired (drift).",
+	}, []string{"kind"})
 }
 
 // stateMetrics makes the metrics of checkpoint writes and NodeResourceTopology publishing.
@@ -151,6 +161,9 @@ func (m *Agent) Released() { m.releases.Inc() }
 
 // DriftRepaired counts a rewritten container cgroup.
 func (m *Agent) DriftRepaired() { m.repairs.Inc() }
+
+// IOLimitWritten counts a pod's I/O limit write, by kind.
+func (m *Agent) IOLimitWritten(kind string) { m.ioWrites.WithLabelValues(kind).Inc() }
 
 // StartupRepaired counts a conflict the start-up rebuild resolved, by reason.
 func (m *Agent) StartupRepaired(reason string) { m.startupRepairs.WithLabelValues(reason).Inc() }
