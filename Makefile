@@ -68,6 +68,14 @@ experiment-finegrained-2: ## the fine-grained scheduling paper's experiment 2, s
 		$(GO) run ./bench/simulator -experiment finegrained-2 -seed $$s -o json > _output/experiments/finegrained-2/finegrained-2-seed$$s.json || exit 1; \
 	done
 
+.PHONY: experiment-genisys
+experiment-genisys: ## the Genisys thesis's experiment, seed 2, pilot/small/large workloads (docs/experiments.md): tables, JSON and PNG charts in _output/experiments/genisys
+	@mkdir -p _output/experiments/genisys
+	for w in pilot small large; do \
+		$(GO) run ./bench/simulator -experiment genisys -seed 2 -workload $$w -plot _output/experiments/genisys | tee _output/experiments/genisys/genisys-$$w.md && \
+		$(GO) run ./bench/simulator -experiment genisys -seed 2 -workload $$w -o json > _output/experiments/genisys/genisys-$$w.json || exit 1; \
+	done
+
 .PHONY: hpcc-tool hpcc-examples
 hpcc-tool: ## bin/hpcc: HPCC's headline figures of an hpccoutf.txt or launcher log, hpccinf.txt sizing (bench/hpcc)
 	@mkdir -p $(BIN)

@@ -164,13 +164,21 @@ type genisysStep struct {
 	running, terminated bool
 }
 
+// floatingPenalty is the simulator's measured cost of floating beside a noisy neighbour (the
+// cpu profile's floatingPenalty, docs/simulator.md): where steps and service pods float over the
+// same CPUs, everything on the node runs 1 + floatingPenalty × min(1, U) times slower still, U
+// the node's demand over its CPUs — the runtime model's Interference factor.
+var floatingPenalty = DefaultModel().CPU.FloatingPenalty
+
 // simulateGenisys runs the workload on one cluster, one second at a time. Each second: the steps
 // submitted by then (a job's first at its submission, each next when the one before ended) are
 // offered to the cluster in submission order, each that fits starting (a step that does not fit
 // does not hold back later ones: Slurm's backfill, the placer's queue); every node's CPUs are
 // time-shared among its demand — its steps' ranks (one CPU each) and its service pods' work
 // (each pod busy with its share of the service's rate × work, at most its CPU) — so where the
-// demand exceeds the node's CPUs everything on it runs at CPUs/demand of its speed; a step
+// demand U exceeds the node's CPUs everything on it runs at 1/U of its speed, and where steps
+// and pods float over the same CPUs (Unmanaged) at 1/(max(1, U) × (1 + floatingPenalty ×
+// min(1, U))), the runtime model's Interference factor; a step
 // advances at the speed of its slowest node (its ranks synchronise); a service's latency is
 // ServiceLatency on the CPU its pods get. Every period the latencies' mean goes to the cluster's
 // control (the objective law for finegrain). The run ends when every step has.
@@ -264,10 +272,12 @@ func simulateGenisys(w *GenisysWorkload, c genisysCluster, slurmOnly bool) (*Gen
 		speed := make([]float64, len(phys))
 		busy := 0.0
 		for i, d := range demand {
-			speed[i] = 1
-			if d > float64(phys[i]) {
-				speed[i] = float64(phys[i]) / d
+			u := d / float64(phys[i])
+			slow := max(1, u)
+			if hpc[i] > 0 && d > hpc[i] && c.floating(i) {
+				slow *= 1 + floatingPenalty*min(1, u)
 			}
+			speed[i] = 1 / slow
 			if !slurmOnly || i < GenisysNodes {
 				busy += min(d, float64(phys[i]))
 			}

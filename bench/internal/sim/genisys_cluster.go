@@ -22,6 +22,9 @@ import (
 type genisysCluster interface {
 	// physical is each node's CPUs.
 	physical() []int
+	// floating reports whether node i's steps and service pods float over the same CPUs (Slurm
+	// and kube-scheduler both claim them), so that they interfere beyond time-sharing.
+	floating(i int) bool
 	// start places step id and returns its ranks on each node, or false when it does not fit now.
 	start(now time.Duration, id int) ([]int, bool, error)
 	// finish gives a step's CPUs back.
@@ -102,6 +105,8 @@ func (c *staticCluster) physical() []int {
 	}
 	return out
 }
+
+func (c *staticCluster) floating(i int) bool { n := c.nodes[i]; return n.slurm+n.kube > n.cpus }
 
 func (c *staticCluster) start(_ time.Duration, id int) ([]int, bool, error) {
 	free := 0
@@ -230,6 +235,9 @@ func (c *finegrainCluster) physical() []int {
 	}
 	return out
 }
+
+// floating is false: finegrain's ranks hold exclusive CPUs, its services only the shared pool.
+func (c *finegrainCluster) floating(int) bool { return false }
 
 func (c *finegrainCluster) start(now time.Duration, id int) ([]int, bool, error) {
 	if _, err := c.f.view(now, true); err != nil {

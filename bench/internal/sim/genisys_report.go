@@ -62,19 +62,23 @@ func WriteGenisysMarkdown(w io.Writer, r *GenisysReport) error {
 	return err
 }
 
-// GenisysPlots are the workload's charts, by file name: the CPU utilisation over time, and each
-// step's normalised execution time, per scenario.
+// GenisysPlots are the workload's charts, by file name: the CPU utilisation over time of the five
+// shared nodes under every scenario but Dedicated, and each step's normalised execution time
+// under every scenario.
 func GenisysPlots(r *GenisysReport) (map[string]func(io.Writer) error, error) {
 	if len(r.Results) == 0 {
 		return nil, fmt.Errorf("genisys plots: no results")
 	}
 	var usage, steps []plot.Series
 	for _, res := range r.Results {
-		u := plot.Series{Name: res.Scenario}
-		for _, s := range res.Samples {
-			u.X, u.Y = append(u.X, s.At), append(u.Y, 100*s.Utilization)
+		// Dedicated's utilisation is its Slurm cluster's: not the same CPUs as the others'.
+		if res.Scenario != GenisysDedicated {
+			u := plot.Series{Name: res.Scenario}
+			for _, s := range res.Samples {
+				u.X, u.Y = append(u.X, s.At), append(u.Y, 100*s.Utilization)
+			}
+			usage = append(usage, u)
 		}
-		usage = append(usage, u)
 		st := plot.Series{Name: res.Scenario}
 		for i, s := range res.Steps {
 			st.X, st.Y = append(st.X, float64(i+1)), append(st.Y, s.NormalizedTime)
