@@ -74,34 +74,43 @@ func callHTTP(ctx context.Context, client *http.Client, launcher *corev1.Pod, ho
 	return nil
 }
 
-// exec runs the command in the launcher's first container with the request on its standard input
-// (WebSocket first, SPDY where the connection cannot upgrade to it); exit status 0 acknowledges.
+// exec runs the command in the launcher's first container with the request on its standard input;
+// exit status 0 acknowledges.
 func (h *APIHooks) exec(ctx context.Context, launcher *corev1.Pod, command []string, request []byte) error {
 	if len(launcher.Spec.Containers) == 0 {
 		return fmt.Errorf("launcher %s has no container", launcher.Name)
 	}
-	req := h.kube.CoreV1().RESTClient().Post().Resource("pods").Namespace(launcher.Namespace).Name(launcher.Name).
-		SubResource("exec").VersionedParams(&corev1.PodExecOptions{
-		Container: launcher.Spec.Containers[0].Name, Command: command, Stdin: true, Stdout: true, Stderr: true,
-	}, scheme.ParameterCodec)
-	ws, err := remotecommand.NewWebSocketExecutor(h.cfg, "GET", req.URL().String())
-	if err != nil {
-		return fmt.Errorf("rescale hook exec in %s: %w", launcher.Name, err)
-	}
-	spdy, err := remotecommand.NewSPDYExecutor(h.cfg, "POST", req.URL())
-	if err != nil {
-		return fmt.Errorf("rescale hook exec in %s: %w", launcher.Name, err)
-	}
-	ex, err := remotecommand.NewFallbackExecutor(ws, spdy, httpstream.IsUpgradeFailure)
-	if err != nil {
-		return fmt.Errorf("rescale hook exec in %s: %w", launcher.Name, err)
-	}
 	var out limitedBuffer
-	err = ex.StreamWithContext(ctx, remotecommand.StreamOptions{Stdin: bytes.NewReader(request), Stdout: &out, Stderr: &out})
+	err := ExecInPod(ctx, h.cfg, h.kube, launcher, launcher.Spec.Containers[0].Name, command, bytes.NewReader(request), &out, &out)
 	if err != nil {
 		return fmt.Errorf("rescale hook %q in %s: %w: %s", strings.Join(command, " "), launcher.Name, err, strings.TrimSpace(out.String()))
 	}
 	return nil
+}
+
+// ExecInPod runs a command in a container of a pod through the API server's pods/exec (WebSocket
+// first, SPDY where the connection cannot upgrade to it), stdin (nil for none) on its standard
+// input; an error means it could not run or exited non-zero. The caller needs create on
+// pods/exec.
+func ExecInPod(ctx context.Context, cfg *rest.Config, kube kubernetes.Interface, pod *corev1.Pod, container string, command []string,
+	stdin io.Reader, stdout, stderr io.Writer) error {
+	req := kube.CoreV1().RESTClient().Post().Resource("pods").Namespace(pod.Namespace).Name(pod.Name).
+		SubResource("exec").VersionedParams(&corev1.PodExecOptions{
+		Container: container, Command: command, Stdin: stdin != nil, Stdout: true, Stderr: true,
+	}, scheme.ParameterCodec)
+	ws, err := remotecommand.NewWebSocketExecutor(cfg, "GET", req.URL().String())
+	if err != nil {
+		return fmt.Errorf("exec in pod %s/%s: %w", pod.Namespace, pod.Name, err)
+	}
+	spdy, err := remotecommand.NewSPDYExecutor(cfg, "POST", req.URL())
+	if err != nil {
+		return fmt.Errorf("exec in pod %s/%s: %w", pod.Namespace, pod.Name, err)
+	}
+	ex, err := remotecommand.NewFallbackExecutor(ws, spdy, httpstream.IsUpgradeFailure)
+	if err != nil {
+		return fmt.Errorf("exec in pod %s/%s: %w", pod.Namespace, pod.Name, err)
+	}
+	return ex.StreamWithContext(ctx, remotecommand.StreamOptions{Stdin: stdin, Stdout: stdout, Stderr: stderr})
 }
 
 // limitedBuffer keeps the first hookAnswerLimit bytes of what a hook writes.

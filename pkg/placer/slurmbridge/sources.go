@@ -1,0 +1,237 @@
+package slurmbridge
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/finegrain-dev/finegrain/pkg/apis/finegrain/v1alpha1"
+	"github.com/finegrain-dev/finegrain/pkg/cpulist"
+	"github.com/finegrain-dev/finegrain/pkg/placer/controller"
+	"github.com/finegrain-dev/finegrain/pkg/report/nrt"
+	"github.com/finegrain-dev/finegrain/pkg/slurm"
+)
+
+// Roles of a virtual cluster's pods (their finegrain.dev/role label).
+const (
+	roleSlurmctld = "slurmctld"
+	roleSlurmd    = "slurmd"
+)
+
+// maxAnswer bounds what the bridge reads of one Slurm command's output.
+const maxAnswer = 64 << 20
+
+// PodRunner runs Slurm's commands in a virtual cluster's slurmctld pod through pods/exec.
+type PodRunner struct {
+	Config    *rest.Config
+	Kube      kubernetes.Interface
+	Pod       *corev1.Pod
+	Container string
+}
+
+var _ slurm.Runner = (*PodRunner)(nil)
+
+// Run implements slurm.Runner.
+func (r *PodRunner) Run(ctx context.Context, args []string) ([]byte, error) {
+	var stdout cappedBuffer
+	var stderr cappedBuffer
+	stdout.max, stderr.max = maxAnswer, 4096
+	err := controller.ExecInPod(ctx, r.Config, r.Kube, r.Pod, r.Container, args, nil, &stdout, &stderr)
+	if err == nil && stdout.over {
+		err = fmt.Errorf("its output is over %d bytes", maxAnswer)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s in pod %s/%s: %w: %s", strings.Join(args, " "), r.Pod.Namespace, r.Pod.Name, err, strings.TrimSpace(stderr.String()))
+	}
+	return stdout.Bytes(), nil
+}
+
+// cappedBuffer keeps the first max bytes written to it and notes whether more came.
+type cappedBuffer struct {
+	bytes.Buffer
+	max  int
+	over bool
+}
+
+func (b *cappedBuffer) Write(p []byte) (int, error) {
+	room := b.max - b.Len()
+	if len(p) > room {
+		b.over = true
+		p = p[:max(room, 0)]
+	}
+	b.Buffer.Write(p)
+	return len(p), nil
+}
+
+// ClustersFromPods finds the virtual clusters whose Slurm the bridge can reach: pods labelled
+// finegrain.dev/virtual-cluster with finegrain.dev/role slurmctld (ready: the bridge execs into
+// its container named slurmctld, else its first) and slurmd (ready: their nodes are the
+// cluster's, each by its Kubernetes name in Slurm too). Only pods a VirtualCluster of the label's
+// name controls count; a cluster without a ready slurmctld is left out.
+func ClustersFromPods(ctx context.Context, cfg *rest.Config, kube kubernetes.Interface) ([]*Cluster, error) {
+	list, err := kube.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{
+		LabelSelector: LabelVirtualCluster + "," + v1alpha1.LabelRole + " in (" + roleSlurmctld + "," + roleSlurmd + ")", ResourceVersion: "0"})
+	if err != nil {
+		return nil, fmt.Errorf("list the pods of virtual clusters: %w", err)
+	}
+	type key struct{ ns, name string }
+	found := map[key]*Cluster{}
+	for i := range list.Items {
+		p := &list.Items[i]
+		name := p.Labels[LabelVirtualCluster]
+		owner := metav1.GetControllerOf(p)
+		if owner == nil || owner.Kind != virtualClusterKind.Kind || owner.Name != name || !podReady(p) {
+			continue
+		}
+		k := key{p.Namespace, name}
+		cl := found[k]
+		if cl == nil {
+			cl = &Cluster{Namespace: p.Namespace, Name: name, UID: owner.UID, Nodes: map[string]string{}}
+			found[k] = cl
+		}
+		if owner.UID != cl.UID {
+			continue
+		}
+		switch p.Labels[v1alpha1.LabelRole] {
+		case roleSlurmctld:
+			container := p.Spec.Containers[0].Name
+			if slices.ContainsFunc(p.Spec.Containers, func(c corev1.Container) bool { return c.Name == roleSlurmctld }) {
+				container = roleSlurmctld
+			}
+			cl.Slurm = &slurm.Client{Runner: &PodRunner{Config: cfg, Kube: kube, Pod: p, Container: container}}
+		case roleSlurmd:
+			cl.Nodes[p.Spec.NodeName] = p.Spec.NodeName
+		}
+	}
+	var out []*Cluster
+	for _, cl := range found {
+		if cl.Slurm != nil {
+			out = append(out, cl)
+		}
+	}
+	slices.SortFunc(out, func(a, b *Cluster) int { return strings.Compare(a.Namespace+"/"+a.Name, b.Namespace+"/"+b.Name) })
+	return out, nil
+}
+
+func podReady(p *corev1.Pod) bool {
+	if p.Status.Phase != corev1.PodRunning || p.DeletionTimestamp != nil || p.Spec.NodeName == "" || len(p.Spec.Containers) == 0 {
+		return false
+	}
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// NRTPins reads pins from the node agents' NodeResourceTopology objects.
+type NRTPins struct {
+	Dyn dynamic.Interface
+}
+
+var _ Pins = NRTPins{}
+
+// Pinned implements Pins: the CPUs of the container's entry in the pins of the node's map.
+func (n NRTPins) Pinned(ctx context.Context, node string, pod *corev1.Pod, container string) (string, bool, error) {
+	u, err := n.Dyn.Resource(nrt.GroupVersionResource).Get(ctx, node, metav1.GetOptions{ResourceVersion: "0"})
+	if apierrors.IsNotFound(err) {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, fmt.Errorf("read the NodeResourceTopology of node %s: %w", node, err)
+	}
+	m, err := nrt.ReadFreeCoreMap(u, cpulist.MaxCPUs)
+	if err != nil {
+		return "", false, err
+	}
+	for _, z := range m.Zones {
+		for e, err := range nrt.ScanPins(z.Pins) {
+			if err == nil && e.Namespace == pod.Namespace && e.Pod == pod.Name && e.Container == container {
+				return e.CPUs, true, nil
+			}
+		}
+	}
+	return "", false, nil
+}
+
+// Reasons of the placer's events on a pod it cannot bind (pkg/placer/controller).
+var waitReasons = []string{controller.ReasonUnschedulable, controller.ReasonGangTimeout}
+
+// EventWaits reads why the placer has not bound a pod from the Warning events it records on the
+// pod, asking the API server at most once every Every for the same pod.
+type EventWaits struct {
+	Kube  kubernetes.Interface
+	Every time.Duration
+
+	mu   sync.Mutex
+	last map[types.UID]answer
+}
+
+type answer struct {
+	at  time.Time
+	why string
+}
+
+var _ Waits = (*EventWaits)(nil)
+
+// Why implements Waits: the message of the latest such event.
+func (w *EventWaits) Why(ctx context.Context, pod *corev1.Pod) (string, error) {
+	w.mu.Lock()
+	if a, ok := w.last[pod.UID]; ok && time.Since(a.at) < w.Every {
+		w.mu.Unlock()
+		return a.why, nil
+	}
+	w.mu.Unlock()
+	sel := fields.Set{"involvedObject.name": pod.Name, "type": corev1.EventTypeWarning}.AsSelector().String()
+	list, err := w.Kube.CoreV1().Events(pod.Namespace).List(ctx, metav1.ListOptions{FieldSelector: sel})
+	if err != nil {
+		return "", fmt.Errorf("list the events of pod %s/%s: %w", pod.Namespace, pod.Name, err)
+	}
+	var why string
+	var at time.Time
+	for _, e := range list.Items {
+		if e.InvolvedObject.Name != pod.Name || (e.InvolvedObject.UID != "" && e.InvolvedObject.UID != pod.UID) || !slices.Contains(waitReasons, e.Reason) {
+			continue
+		}
+		if t := eventTime(&e); why == "" || t.After(at) {
+			why, at = e.Message, t
+		}
+	}
+	w.mu.Lock()
+	if w.last == nil {
+		w.last = map[types.UID]answer{}
+	}
+	now := time.Now()
+	for uid, a := range w.last {
+		if now.Sub(a.at) >= w.Every {
+			delete(w.last, uid)
+		}
+	}
+	w.last[pod.UID] = answer{at: now, why: why}
+	w.mu.Unlock()
+	return why, nil
+}
+
+func eventTime(e *corev1.Event) time.Time {
+	switch {
+	case e.Series != nil:
+		return e.Series.LastObservedTime.Time
+	case !e.EventTime.IsZero():
+		return e.EventTime.Time
+	}
+	return e.LastTimestamp.Time
+}

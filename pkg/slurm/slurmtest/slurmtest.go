@@ -1,0 +1,202 @@
+// Package slurmtest starts a real Slurm of its own for a test: munged, slurmctld and two slurmd
+// (nodes n1 and n2, two CPUs and 1000 MiB each) on free ports of 127.0.0.1, every file under one
+// temporary directory, finegrain's job_submit.lua beside slurm.conf. It skips the test where the
+// daemons cannot run (not root, Debian's Slurm 22.05 and munge packages not installed).
+package slurmtest
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/finegrain-dev/finegrain/pkg/slurm"
+)
+
+// Cluster is a running Slurm of a test.
+type Cluster struct {
+	// Dir holds its files; Dir/work is a directory every user may write, where Sbatch runs jobs.
+	Dir    string
+	Client *slurm.Client
+	Runner slurm.LocalRunner
+}
+
+// Start starts the daemons and waits until both nodes are idle; they are killed when the test
+// ends (their logs printed if it failed).
+func Start(t *testing.T) *Cluster {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("a real Slurm needs root (munged and slurmd as root); run the test as root")
+	}
+	for _, bin := range []string{"munged", "slurmctld", "slurmd", "squeue", "scontrol", "sbatch", "scancel", "sinfo"} {
+		if _, err := exec.LookPath(bin); err != nil {
+			t.Skipf("%s is not installed: apt-get install slurmctld slurmd slurm-client slurm-wlm-basic-plugins munge", bin)
+		}
+	}
+	dir, err := os.MkdirTemp("", "slurm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	// munged wants its socket's directory searchable by everyone.
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{"munge", "state", "spool", "log", "work"} {
+		if err := os.Mkdir(filepath.Join(dir, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Chmod(filepath.Join(dir, "work"), 0o777); err != nil {
+		t.Fatal(err)
+	}
+	key := make([]byte, 128)
+	_, _ = rand.Read(key)
+	if err := os.WriteFile(filepath.Join(dir, "munge", "key"), key, 0o400); err != nil {
+		t.Fatal(err)
+	}
+	ports := freePorts(t, 4)
+	conf := fmt.Sprintf(`ClusterName=fgtest
+SlurmctldHost=localhost(127.0.0.1)
+SlurmUser=root
+SlurmctldPort=%d
+SlurmdPort=%d
+AuthType=auth/munge
+AuthInfo=socket=%[3]s/munge/sock
+CredType=cred/munge
+StateSaveLocation=%[3]s/state
+SlurmdSpoolDir=%[3]s/spool/%%n
+SlurmctldPidFile=%[3]s/slurmctld.pid
+SlurmdPidFile=%[3]s/slurmd-%%n.pid
+SlurmctldLogFile=%[3]s/log/slurmctld.log
+SlurmdLogFile=%[3]s/log/slurmd-%%n.log
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core_Memory
+DefMemPerCPU=64
+JobSubmitPlugins=lua
+ReturnToService=2
+MpiDefault=none
+SwitchType=switch/none
+JobCompType=jobcomp/none
+AccountingStorageType=accounting_storage/none
+JobAcctGatherType=jobacct_gather/none
+NodeName=n1 NodeHostname=localhost NodeAddr=127.0.0.1 CPUs=2 RealMemory=1000 State=UNKNOWN
+NodeName=n2 NodeHostname=localhost NodeAddr=127.0.0.1 Port=%[4]d CPUs=2 RealMemory=1000 State=UNKNOWN
+PartitionName=batch Nodes=ALL Default=YES MaxTime=INFINITE State=UP
+`, ports[0], ports[1], dir, ports[2])
+	if err := os.WriteFile(filepath.Join(dir, "slurm.conf"), []byte(conf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "job_submit.lua"), []byte(slurm.JobSubmitLua), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := &Cluster{Dir: dir, Runner: slurm.LocalRunner{Env: []string{"SLURM_CONF=" + filepath.Join(dir, "slurm.conf")}}}
+	s.Client = &slurm.Client{Runner: s.Runner}
+	s.daemon(t, "munged", "munged", "-F", "-f", "--key-file="+dir+"/munge/key", "--socket="+dir+"/munge/sock",
+		"--pid-file="+dir+"/munge/pid", "--log-file="+dir+"/munge/log", "--seed-file="+dir+"/munge/seed")
+	WaitFor(t, 10*time.Second, "munged's socket", func() bool { _, err := os.Stat(dir + "/munge/sock"); return err == nil })
+	s.daemon(t, "slurmctld", "slurmctld", "-D", "-c", "-i")
+	s.daemon(t, "slurmd-n1", "slurmd", "-D", "-N", "n1")
+	s.daemon(t, "slurmd-n2", "slurmd", "-D", "-N", "n2")
+	WaitFor(t, 30*time.Second, "both slurmd idle", func() bool {
+		out, err := s.Runner.Run(context.Background(), []string{"sinfo", "-h", "-N", "-o", "%N %t"})
+		return err == nil && strings.Count(string(out), "idle") == 2
+	})
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, f := range []string{"slurmctld.log", "slurmd-n1.log", "slurmd-n2.log"} {
+				b, _ := os.ReadFile(filepath.Join(dir, "log", f))
+				t.Logf("%s:\n%s", f, b)
+			}
+		}
+	})
+	return s
+}
+
+// daemon starts one daemon in the foreground, its output in log/<label>.out, and stops it
+// (SIGKILL) when the test ends.
+func (s *Cluster) daemon(t *testing.T, label, name string, args ...string) {
+	t.Helper()
+	cmd := exec.Command(name, args...)
+	cmd.Env = append(os.Environ(), s.Runner.Env...)
+	out, err := os.Create(filepath.Join(s.Dir, "log", label+".out"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", name, err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		out.Close()
+	})
+}
+
+// freePorts returns n TCP ports of 127.0.0.1 that were free a moment ago.
+func freePorts(t *testing.T, n int) []int {
+	t.Helper()
+	var ports []int
+	var ls []net.Listener
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ls = append(ls, l)
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	for _, l := range ls {
+		l.Close()
+	}
+	return ports
+}
+
+// WaitFor polls ok every 20 ms until it holds, failing the test after limit.
+func WaitFor(t *testing.T, limit time.Duration, what string, ok func() bool) {
+	t.Helper()
+	for end := time.Now().Add(limit); !ok(); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatalf("gave up after %v waiting for %s", limit, what)
+		}
+	}
+}
+
+// Sbatch submits a batch script as root in Dir/work and returns its job ID.
+func (s *Cluster) Sbatch(t *testing.T, args ...string) slurm.JobID {
+	t.Helper()
+	out, err := s.Runner.Run(context.Background(), append([]string{"sbatch", "--parsable", "-D", s.Dir + "/work"}, args...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := slurm.ParseJobID(strings.TrimSpace(string(out)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+// Job returns the job as squeue lists it.
+func (s *Cluster) Job(t *testing.T, id slurm.JobID) slurm.Job {
+	t.Helper()
+	jobs, err := s.Client.Jobs(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, j := range jobs {
+		if j.ID == id {
+			return j
+		}
+	}
+	t.Fatalf("squeue does not list job %s", id)
+	return slurm.Job{}
+}
