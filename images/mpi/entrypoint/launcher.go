@@ -22,23 +22,23 @@ var forwardedSignals = []os.Signal{
 	syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGWINCH,
 }
 
-// runCommand runs the launcher's command (or any other command given to the image). When this
-// process is not the container's PID 1, something else reaps orphans and delivers signals, so it
-// simply becomes the command. As PID 1 it stays: the kernel drops SIGTERM to a PID 1 that has no
-// handler for it (a plain `sh -c` launcher would then ignore pod deletion until SIGKILL), and
-// orphans of the command would stay zombies; see supervise.
-func runCommand(args []string) (int, error) {
+// runCommand runs the launcher's command (or any other command given to the image) with the
+// environment env. When this process is not the container's PID 1, something else reaps orphans
+// and delivers signals, so it simply becomes the command. As PID 1 it stays: the kernel drops
+// SIGTERM to a PID 1 that has no handler for it (a plain `sh -c` launcher would then ignore pod
+// deletion until SIGKILL), and orphans of the command would stay zombies; see supervise.
+func runCommand(args, env []string) (int, error) {
 	path, err := exec.LookPath(args[0])
 	if err != nil {
 		return statusNotFound, fmt.Errorf("cannot run %q: %w (PATH=%s)", args[0], err, os.Getenv("PATH"))
 	}
 	if os.Getpid() != 1 {
-		err := syscall.Exec(path, args, os.Environ())
+		err := syscall.Exec(path, args, env)
 		return statusNotExecutable, fmt.Errorf("exec %s: %w", path, err)
 	}
 	sigs := make(chan os.Signal, 64)
 	signal.Notify(sigs, append([]os.Signal{syscall.SIGCHLD}, forwardedSignals...)...)
-	res, err := supervise(path, args, os.Environ(), sigs)
+	res, err := supervise(path, args, env, sigs)
 	return res.Status, err
 }
 

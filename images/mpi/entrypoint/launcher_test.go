@@ -90,7 +90,7 @@ func TestSuperviseForwardsSignals(t *testing.T) {
 }
 
 func TestRunCommandNotFound(t *testing.T) {
-	code, err := runCommand([]string{"finegrain-no-such-command"})
+	code, err := runCommand([]string{"finegrain-no-such-command"}, os.Environ())
 	if code != 127 || err == nil || !strings.Contains(err.Error(), "PATH=") {
 		t.Fatalf("runCommand = %d, %v; want 127 and an error naming PATH", code, err)
 	}

@@ -31,5 +31,8 @@ func run(args []string, getenv func(string) string) (int, error) {
 		}
 		return 1, startWorker(cfg, defaultWorkerPaths)
 	}
-	return runCommand(args)
+	if err := waitForLauncherHostfile(getenv); err != nil {
+		fmt.Fprintln(os.Stderr, "mpi-entrypoint:", err)
+	}
+	return runCommand(args, commandEnv(os.Environ()))
 }
