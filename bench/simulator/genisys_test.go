@@ -28,7 +28,7 @@ func TestRunGenisysJSON(t *testing.T) {
 		if !ok {
 			t.Fatalf("no scenario %s in %v", s, out)
 		}
-		for _, k := range []string{"totalTime", "normalizedTotalTime", "makespan", "utilization", "meanNormalizedStepTime", "steps", "serviceViolationSeconds", "serviceViolations"} {
+		for _, k := range []string{"totalTime", "normalizedTotalTime", "makespan", "utilization", "meanNormalizedStepTime", "steps", "serviceViolationSeconds", "severeViolationSeconds", "serviceViolations"} {
 			if _, ok := m[k]; !ok {
 				t.Errorf("%s lacks %s", s, k)
 			}

@@ -34,6 +34,9 @@ type genisysCluster interface {
 	// control runs one period of the services' sizing, with each service's latency over the
 	// period; it reports whether CPU was given back (a waiting step may fit now).
 	control(now time.Duration, latency []float64) (bool, error)
+	// settle gives the services what became possible since (a step ended): pending pods placed,
+	// waiting growths made; it reports whether CPU was given back.
+	settle(now time.Duration) (bool, error)
 }
 
 // genisysPod is one service pod: its node and its CPU (request and limit).
@@ -137,13 +140,17 @@ func (c *staticCluster) finish(id int) error {
 
 func (c *staticCluster) pods(k int) []genisysPod { return c.svcPods[k] }
 
+// control and settle change nothing: a static scenario's services keep their size.
 func (c *staticCluster) control(time.Duration, []float64) (bool, error) { return false, nil }
+
+func (c *staticCluster) settle(time.Duration) (bool, error) { return false, nil }
 
 // finegrainCluster is a finegrain scenario: every step is an HPCJob of one-CPU tasks that the
 // placer's own code plans and binds (hpcjob.PlanJob on its snapshot, workers pinned by the node
 // agents' allocators), and every service a ServiceObjective whose size objective.Decide sets
-// each period; its pods are plain pods in the nodes' shared pools, placed least-allocated over
-// what the nodes' requests leave, so the placer sees them and they never take a pinned CPU.
+// each period, applied as the placer's objective loop applies it (pkg/placer/objectives): each
+// running pod resized in place, the replicas scaled. Service pods are plain pods in the nodes'
+// shared pools, so the placer sees their requests and they never take a pinned CPU.
 type finegrainCluster struct {
 	f    *finegrain
 	runs []run
@@ -152,14 +159,26 @@ type finegrainCluster struct {
 }
 
 // genisysObjective is one service under its objective: the law's policy and history, the size
-// granted, and its pods.
+// last decided (the objective's status) and the service's pods.
 type genisysObjective struct {
 	name    string
 	policy  objective.Policy
 	history objective.History
-	size    objective.Size
-	pods    []*corev1.Pod
+	decided objective.Size
+	pods    []*servicePod
 	serial  int
+}
+
+// servicePod is one pod of a service: bound to node (or pending, node −1, until kube-scheduler
+// finds a node with room), running with cpu and memory, and asked for want and wantMemory — a
+// growth its node has no room for waits (the kubelet's Deferred resize) and blocks growth in
+// place.
+type servicePod struct {
+	name             string
+	node             int
+	obj              *corev1.Pod
+	cpu, memory      int64
+	want, wantMemory int64
 }
 
 // genisysStrategies are the placer strategies of the finegrain scenarios: one worker per task
@@ -203,10 +222,11 @@ func newFinegrainCluster(p v1alpha1.PlacementPolicy, topo *topology.Topology, w 
 		}
 		pol := objective.PolicyFor(&obj.Spec)
 		o := &genisysObjective{name: s.Name, policy: pol}
-		if err := c.resize(0, o, objective.Start(pol.Bounds)); err != nil {
-			return nil, err
-		}
+		o.scale(objective.Start(pol.Bounds))
 		c.svc = append(c.svc, o)
+	}
+	if _, err := c.settle(0); err != nil {
+		return nil, err
 	}
 	return c, nil
 }
@@ -266,40 +286,112 @@ func (c *finegrainCluster) finish(id int) error {
 }
 
 func (c *finegrainCluster) pods(k int) []genisysPod {
-	o := c.svc[k]
-	out := make([]genisysPod, len(o.pods))
-	for i, p := range o.pods {
-		out[i] = genisysPod{node: c.f.byName[p.Spec.NodeName], milli: o.size.CPUMilli}
+	var out []genisysPod
+	for _, p := range c.svc[k].pods {
+		if p.node >= 0 {
+			out = append(out, genisysPod{node: p.node, milli: p.cpu})
+		}
 	}
 	return out
 }
 
-// control runs objective.Decide for every service with its latency over the period, then grants
-// what the nodes admit. In place is blocked when a node of the service's pods has less than one
-// core free per pod of it.
+// control runs one period of every service's objective as the placer's loop does: the current
+// size is the one last decided, its CPU and memory lowered to the smallest a blocked pod runs
+// with when a pod's growth waits for room (then growth in place is blocked); objective.Decide
+// takes it, the period's latency and the history; the decided size is asked of every pod and
+// the replicas scaled to it. Then settle applies what the nodes admit.
 func (c *finegrainCluster) control(now time.Duration, latency []float64) (bool, error) {
-	freed := false
 	for k, o := range c.svc {
-		free, err := c.freeMilli(now)
-		if err != nil {
-			return false, err
-		}
+		cur := o.decided
 		blocked := false
-		for i, n := range c.podsPerNode(o) {
-			if n > 0 && free[i]/int64(n) < 1000 {
-				blocked = true
+		var cpu, memory int64
+		for _, p := range o.pods {
+			if p.node < 0 || p.want <= p.cpu {
+				continue
+			}
+			if !blocked || p.cpu < cpu {
+				cpu = p.cpu
+			}
+			if !blocked || p.memory < memory {
+				memory = p.memory
+			}
+			blocked = true
+		}
+		if blocked {
+			cur.CPUMilli = min(cur.CPUMilli, max(cpu, o.policy.Bounds.Min.CPUMilli))
+			cur.MemoryBytes = min(cur.MemoryBytes, max(memory, o.policy.Bounds.Min.MemoryBytes))
+		}
+		var d objective.Decision
+		d, o.history = objective.Decide(o.policy, o.history, objective.Input{Current: cur, Measured: latency[k], InPlaceBlocked: blocked})
+		o.scale(d.Size)
+	}
+	return c.settle(now)
+}
+
+// scale records a decided size: every pod is asked for its per-pod size; replicas beyond the
+// decided count go — pending ones first, then the newest, as a ReplicaSet scales down — and
+// missing ones are created pending.
+func (o *genisysObjective) scale(s objective.Size) {
+	o.decided = s
+	for len(o.pods) > int(s.Replicas) {
+		k := slices.IndexFunc(o.pods, func(p *servicePod) bool { return p.node < 0 })
+		if k < 0 {
+			k = len(o.pods) - 1
+		}
+		o.pods[k].want = 0
+		o.pods = slices.Delete(o.pods, k, k+1)
+	}
+	for len(o.pods) < int(s.Replicas) {
+		o.serial++
+		o.pods = append(o.pods, &servicePod{name: fmt.Sprintf("%s-%d", o.name, o.serial), node: -1})
+	}
+	for _, p := range o.pods {
+		p.want, p.wantMemory = s.CPUMilli, s.MemoryBytes
+	}
+}
+
+// settle applies what the nodes admit, service by service: pods scaled away are deleted, a pod
+// shrinks at once, grows when its node has the room (a waiting growth is retried each time), and
+// a pending pod is placed least-allocated where its size fits, as kube-scheduler does. It reports
+// whether CPU was given back (a waiting step may fit now).
+func (c *finegrainCluster) settle(now time.Duration) (bool, error) {
+	free, err := c.freeMilli(now)
+	if err != nil {
+		return false, err
+	}
+	freed := false
+	for _, o := range c.svc {
+		live := map[string]bool{}
+		for _, p := range o.pods {
+			live[p.name] = true
+		}
+		for _, pod := range c.boundPods(o) {
+			if !live[pod.Name] {
+				free[c.f.byName[pod.Spec.NodeName]] += pod.Spec.Containers[0].Resources.Requests.Cpu().MilliValue()
+				c.deletePod(pod)
+				freed = true
 			}
 		}
-		before := o.size.Capacity()
-		var d objective.Decision
-		d, o.history = objective.Decide(o.policy, o.history, objective.Input{Current: o.size, Measured: latency[k], InPlaceBlocked: blocked})
-		if d.Size == o.size {
-			continue
+		for _, p := range o.pods {
+			switch {
+			case p.node < 0:
+				best := -1
+				for i := range free {
+					if free[i] >= p.want && (best < 0 || free[i] > free[best]) {
+						best = i
+					}
+				}
+				if best >= 0 {
+					p.node = best
+					free[best] -= p.want
+					c.bindPod(o, p)
+				}
+			case p.want < p.cpu || (p.want > p.cpu && free[p.node] >= p.want-p.cpu):
+				freed = freed || p.want < p.cpu
+				free[p.node] -= p.want - p.cpu
+				c.bindPod(o, p)
+			}
 		}
-		if err := c.resize(now, o, d.Size); err != nil {
-			return false, err
-		}
-		freed = freed || o.size.Capacity() < before
 	}
 	return freed, nil
 }
@@ -322,82 +414,35 @@ func (c *finegrainCluster) freeMilli(now time.Duration) ([]int64, error) {
 	return out, nil
 }
 
-func (c *finegrainCluster) podsPerNode(o *genisysObjective) []int {
-	out := make([]int, GenisysNodes)
-	for _, p := range o.pods {
-		out[c.f.byName[p.Spec.NodeName]]++
+// genisysServiceLabel names a service pod's service.
+const genisysServiceLabel = "genisys.finegrain.dev/service"
+
+// boundPods are the service's pods the cluster holds, by name.
+func (c *finegrainCluster) boundPods(o *genisysObjective) []*corev1.Pod {
+	var out []*corev1.Pod
+	for _, p := range c.f.pods {
+		if p.Labels[genisysServiceLabel] == o.name {
+			out = append(out, p)
+		}
 	}
+	slices.SortFunc(out, func(a, b *corev1.Pod) int { return cmp.Compare(a.Name, b.Name) })
 	return out
 }
 
-// resize grants a service the size the law decided, as far as the nodes admit it: pods grow in
-// place only by what every one of their nodes has free (a resize a node cannot admit waits, as
-// the kubelet defers it), replicas beyond the decided count go (the last added first), and new
-// ones are placed least-allocated where their size fits — one that fits nowhere is not created,
-// and the next period's decision starts from what was granted.
-func (c *finegrainCluster) resize(now time.Duration, o *genisysObjective, want objective.Size) error {
-	free, err := c.freeMilli(now)
-	if err != nil {
-		return err
-	}
-	per := c.podsPerNode(o)
-	next := want
-	if want.CPUMilli > o.size.CPUMilli && len(o.pods) > 0 {
-		room := want.CPUMilli - o.size.CPUMilli
-		for i, n := range per {
-			if n > 0 {
-				room = min(room, free[i]/int64(n))
-			}
-		}
-		next.CPUMilli = o.size.CPUMilli + room
-	}
-	for len(o.pods) > int(want.Replicas) {
-		last := o.pods[len(o.pods)-1]
-		o.pods = o.pods[:len(o.pods)-1]
-		c.deletePod(last)
-	}
-	for i, p := range o.pods {
-		if next.CPUMilli != o.size.CPUMilli || next.MemoryBytes != o.size.MemoryBytes {
-			free[c.f.byName[p.Spec.NodeName]] -= next.CPUMilli - o.size.CPUMilli
-			o.pods[i] = c.bindPod(o, p.Name, p.Spec.NodeName, next)
-		}
-	}
-	for len(o.pods) < int(want.Replicas) {
-		best := -1
-		for i := range free {
-			if free[i] < next.CPUMilli {
-				continue
-			}
-			if best < 0 || cmp.Compare(free[i], free[best]) > 0 {
-				best = i
-			}
-		}
-		if best < 0 {
-			break
-		}
-		free[best] -= next.CPUMilli
-		o.serial++
-		o.pods = append(o.pods, c.bindPod(o, fmt.Sprintf("%s-%d", o.name, o.serial), nodeName(best), next))
-	}
-	next.Replicas = int32(len(o.pods))
-	o.size = next
-	return nil
-}
-
-// bindPod binds (or re-binds at a new size, as an in-place resize does) a service pod.
-func (c *finegrainCluster) bindPod(o *genisysObjective, name, node string, s objective.Size) *corev1.Pod {
+// bindPod binds a service pod at its wanted size (or re-binds it, as an in-place resize does).
+func (c *finegrainCluster) bindPod(o *genisysObjective, p *servicePod) {
 	res := corev1.ResourceList{
-		corev1.ResourceCPU:    *resource.NewMilliQuantity(s.CPUMilli, resource.DecimalSI),
-		corev1.ResourceMemory: *resource.NewQuantity(s.MemoryBytes, resource.BinarySI),
+		corev1.ResourceCPU:    *resource.NewMilliQuantity(p.want, resource.DecimalSI),
+		corev1.ResourceMemory: *resource.NewQuantity(p.wantMemory, resource.BinarySI),
 	}
-	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: Namespace, Labels: map[string]string{"app": o.name}},
+	p.obj = &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: p.name, Namespace: Namespace, Labels: map[string]string{genisysServiceLabel: o.name}},
 		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "main", Image: "service",
 			Resources: corev1.ResourceRequirements{Requests: res, Limits: res.DeepCopy()}}}},
 	}
-	c.f.bind(pod, node)
-	c.f.changed(c.f.byName[node])
-	return pod
+	p.cpu, p.memory = p.want, p.wantMemory
+	c.f.bind(p.obj, nodeName(p.node))
+	c.f.changed(p.node)
 }
 
 func (c *finegrainCluster) deletePod(pod *corev1.Pod) {

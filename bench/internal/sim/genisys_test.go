@@ -149,8 +149,8 @@ func TestUnmanagedOversubscription(t *testing.T) {
 	if s := r.Steps[0]; math.Abs(s.NormalizedTime-1.65) > 1e-9 || s.Start != 20 {
 		t.Errorf("step ran %v–%v (normalised %v), want 20–185 (1.65)", s.Start, s.End, s.NormalizedTime)
 	}
-	if r.ServiceViolationSeconds != 165 {
-		t.Errorf("%v s of violation, want the step's 165 s", r.ServiceViolationSeconds)
+	if r.ServiceViolationSeconds != 165 || r.SevereViolationSeconds != 165 {
+		t.Errorf("%v s of violation (%v s severe), want the step's 165 s", r.ServiceViolationSeconds, r.SevereViolationSeconds)
 	}
 	// Without the service the step runs at full speed.
 	alone := &GenisysWorkload{Jobs: w.Jobs}
@@ -201,6 +201,15 @@ func TestFinegrainClusterPlacementPolicies(t *testing.T) {
 	}
 }
 
+// serviceCPU is the CPU a finegrain service's running pods have.
+func serviceCPU(c *finegrainCluster, k int) int64 {
+	var m int64
+	for _, p := range c.pods(k) {
+		m += p.milli
+	}
+	return m
+}
+
 // finegrain's services follow the objective law: a violation grows the service, a long
 // over-performance shrinks it, and what the steps hold is never given to a service.
 func TestFinegrainClusterServiceControl(t *testing.T) {
@@ -216,14 +225,14 @@ func TestFinegrainClusterServiceControl(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := c.svc[0].size.Capacity(); got != 1000 {
+	if got := serviceCPU(c, 0); got != 1000 {
 		t.Fatalf("a new service has %dm, want the thesis's one core", got)
 	}
 	if _, err := c.control(10*time.Second, []float64{0.050}); err != nil {
 		t.Fatal(err)
 	}
-	if got := c.svc[0].size.Capacity(); got != 2000 {
-		t.Fatalf("at twice the target: %dm, want 2000m", got)
+	if got := serviceCPU(c, 0); got != 2000 || len(c.pods(0)) != 1 {
+		t.Fatalf("at twice the target: %dm in %d pods, want 2000m in place", got, len(c.pods(0)))
 	}
 	if _, ok, err := c.start(20*time.Second, 0); ok || err != nil {
 		t.Fatalf("75 tasks fit beside the service's 2 cores on 80 CPUs with one shared CPU a node: %v %v", ok, err)
@@ -233,8 +242,44 @@ func TestFinegrainClusterServiceControl(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if got := c.svc[0].size.Capacity(); got != 1000 {
+	if got := serviceCPU(c, 0); got != 1000 {
 		t.Errorf("after 40 periods at 11 ms: %dm, want the minimum 1000m", got)
+	}
+}
+
+// A growth the pod's node has no room for waits, as the kubelet defers it; the next period the
+// law, told growth in place is blocked, adds a replica where there is room.
+func TestFinegrainClusterBlockedGrowth(t *testing.T) {
+	topo, _, err := LoadMachine(GenisysMachine)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &GenisysWorkload{
+		Services: []GenisysService{{Name: "web", MeanRate: 100, Period: time.Hour, Work: 0.010, Target: 0.025, MaxPodCPUMilli: 4000, MaxReplicas: 8}},
+		Jobs:     []GenisysJob{{Name: "job", Steps: []GenisysStep{{Name: "job-step-1", Tasks: 75, Runtime: time.Minute}}}},
+	}
+	c, err := newFinegrainCluster(v1alpha1.LeastLoaded, topo, w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 75 ranks: every node's 15 pinnable CPUs; the service's node has nothing left, the others
+	// their shared CPU.
+	if _, ok, err := c.start(0, 0); !ok || err != nil {
+		t.Fatalf("75 tasks beside a 1-core service: %v %v", ok, err)
+	}
+	home := c.pods(0)[0].node
+	if _, err := c.control(10*time.Second, []float64{0.050}); err != nil {
+		t.Fatal(err)
+	}
+	if p := c.svc[0].pods[0]; serviceCPU(c, 0) != 1000 || p.want != 2000 {
+		t.Fatalf("growth on a full node: %dm running, %dm wanted; want 1000m running, 2000m waiting", serviceCPU(c, 0), p.want)
+	}
+	if _, err := c.control(20*time.Second, []float64{0.050}); err != nil {
+		t.Fatal(err)
+	}
+	pods := c.pods(0)
+	if serviceCPU(c, 0) != 2000 || len(pods) != 2 || pods[1].node == home || c.svc[0].pods[0].want != 1000 {
+		t.Fatalf("blocked: pods %v, want a second 1-core replica off node %d and the first no longer waiting", pods, home)
 	}
 }
 
