@@ -201,18 +201,10 @@ func TestFinegrainClusterPlacementPolicies(t *testing.T) {
 	}
 }
 
-// serviceCPU is the CPU a finegrain service's running pods have.
-func serviceCPU(c *finegrainCluster, k int) int64 {
-	var m int64
-	for _, p := range c.pods(k) {
-		m += p.milli
-	}
-	return m
-}
-
-// finegrain's services follow the objective law: a violation grows the service, a long
-// over-performance shrinks it, and what the steps hold is never given to a service.
-func TestFinegrainClusterServiceControl(t *testing.T) {
+// serviceTestCluster is a least-loaded finegrain cluster with one 1-core service and one step
+// of 75 tasks (every node's pinnable CPUs) to start.
+func serviceTestCluster(t *testing.T) *finegrainCluster {
+	t.Helper()
 	topo, _, err := LoadMachine(GenisysMachine)
 	if err != nil {
 		t.Fatal(err)
@@ -225,6 +217,22 @@ func TestFinegrainClusterServiceControl(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return c
+}
+
+// serviceCPU is the CPU a finegrain service's running pods have.
+func serviceCPU(c *finegrainCluster, k int) int64 {
+	var m int64
+	for _, p := range c.pods(k) {
+		m += p.milli
+	}
+	return m
+}
+
+// finegrain's services follow the objective law: a violation grows the service, a long
+// over-performance shrinks it, and what the steps hold is never given to a service.
+func TestFinegrainClusterServiceControl(t *testing.T) {
+	c := serviceTestCluster(t)
 	if got := serviceCPU(c, 0); got != 1000 {
 		t.Fatalf("a new service has %dm, want the thesis's one core", got)
 	}
@@ -250,18 +258,7 @@ func TestFinegrainClusterServiceControl(t *testing.T) {
 // A growth the pod's node has no room for waits, as the kubelet defers it; the next period the
 // law, told growth in place is blocked, adds a replica where there is room.
 func TestFinegrainClusterBlockedGrowth(t *testing.T) {
-	topo, _, err := LoadMachine(GenisysMachine)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := &GenisysWorkload{
-		Services: []GenisysService{{Name: "web", MeanRate: 100, Period: time.Hour, Work: 0.010, Target: 0.025, MaxPodCPUMilli: 4000, MaxReplicas: 8}},
-		Jobs:     []GenisysJob{{Name: "job", Steps: []GenisysStep{{Name: "job-step-1", Tasks: 75, Runtime: time.Minute}}}},
-	}
-	c, err := newFinegrainCluster(v1alpha1.LeastLoaded, topo, w)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := serviceTestCluster(t)
 	// 75 ranks: every node's 15 pinnable CPUs; the service's node has nothing left, the others
 	// their shared CPU.
 	if _, ok, err := c.start(0, 0); !ok || err != nil {
