@@ -125,13 +125,20 @@ func sharedConstraints(seen *[]*Constraints, c *Constraints) *Constraints {
 // PodKey is the gang key of a plain pod placed on its own (no pod-group label).
 func PodKey(namespace, name string) string { return "pod " + namespace + "/" + name }
 
-// SinglePod makes the one-member gang of a plain pod without a pod-group label.
+// SinglePod makes the one-member gang of a plain pod without a pod-group label: most-loaded when
+// its placement annotation says so (a ServiceObjective's new replicas, from their template),
+// least-loaded otherwise.
 func SinglePod(pod *corev1.Pod) *Gang {
-	return &Gang{
+	g := &Gang{
 		Key:            PodKey(pod.Namespace, pod.Name),
 		Members:        []Member{MemberFromPod(pod, 0, ConstraintsOf(&pod.Spec))},
 		Groups:         1,
+		Policy:         LeastLoaded,
 		MinAvailable:   1,
 		ExclusiveNodes: pod.Annotations[v1alpha1.AnnotationExclusiveNodes] == "true",
 	}
+	if v1alpha1.PlacementPolicy(pod.Annotations[v1alpha1.AnnotationPlacement]) == v1alpha1.MostLoaded {
+		g.Policy = MostLoaded
+	}
+	return g
 }
