@@ -8,6 +8,7 @@
 # when its inputs change (its key is a hash of them):
 #   mpi-rootfs-KEY.tar     Debian 12 from mmdebstrap: images/mpi/packages, Debian's Open MPI
 #                          settings plus images/mpi/openmpi-mca-params.conf, no SSH host keys
+#                          and no munge key (each virtual cluster has its own)
 #   mpi-hpcc-mpich-KEY     HPCC 1.5.0 built against MPICH in a throw-away chroot
 #                          (images/mpi/hpcc-mpich/)
 #   mpi-image-KEY.tar      the image: the root file system plus a layer with mpi-entrypoint, the
@@ -140,7 +141,8 @@ run_logged() {
 # 1. The root file system. Man pages, translations and documentation stay out (copyright files and
 #    hpcc's examples stay; the exclusions stay in the image's dpkg configuration for images built
 #    on it). openssh-server's postinst made host keys: removed, the entrypoint makes new ones per
-#    container. resolv.conf and hostname came from this machine: emptied, the runtime mounts its own.
+#    container; munge's made a key: removed, a virtual cluster's pods get theirs from its Secret.
+#    resolv.conf and hostname came from this machine: emptied, the runtime mounts its own.
 if [ ! -f "$rootfs" ]; then
   run_logged "the MPI root file system ($suite: $(comma_list "$images/packages"))" \
     mmdebstrap --variant=apt --format=tar --include="$(comma_list "$images/packages")" \
@@ -150,7 +152,7 @@ if [ ! -f "$rootfs" ]; then
     --dpkgopt='path-exclude=/usr/share/doc/*' \
     --dpkgopt='path-include=/usr/share/doc/*/copyright' \
     --dpkgopt='path-include=/usr/share/doc/hpcc/*' \
-    --customize-hook='rm -f "$1"/etc/ssh/ssh_host_*' \
+    --customize-hook='rm -f "$1"/etc/ssh/ssh_host_* "$1"/etc/munge/munge.key' \
     --customize-hook="cat '$images/openmpi-mca-params.conf' >>\"\$1/etc/openmpi/openmpi-mca-params.conf\"" \
     --customize-hook=': >"$1/etc/resolv.conf"; : >"$1/etc/hostname"; chmod 0644 "$1/etc/resolv.conf" "$1/etc/hostname"' \
     "$suite" "$work/rootfs.tar" "${deb_lines[@]}"
