@@ -2,10 +2,15 @@ package slurm_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/user"
+	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -96,4 +101,112 @@ func TestRealSlurmDelegation(t *testing.T) {
 	if _, err := s.Runner.Run(ctx, []string{"scancel", theirs.String()}); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// The processes of a real running job are found from /proc (its batch slurmstepd, the script,
+// a background process, the srun and its step's slurmstepd and task), and moving them into a
+// cpuset cgroup confines them to its CPUs: the kernel resets each moved task's affinity to the
+// cgroup's CPUs, and what the script forks afterwards starts inside it. This is the mechanism
+// of the confinement docs/slurm-delegation.md designs, on this host's cgroup v1 cpuset.
+func TestRealJobProcessesConfined(t *testing.T) {
+	const cpusetRoot = "/sys/fs/cgroup/cpuset"
+	if _, err := os.Stat(filepath.Join(cpusetRoot, "cpuset.cpus")); err != nil {
+		t.Skipf("no cgroup v1 cpuset hierarchy at %s: %v", cpusetRoot, err)
+	}
+	s := slurmtest.Start(t)
+	ctx := context.Background()
+	id := s.Sbatch(t, "-n", "1", "-o", "/dev/null", "--wrap", "sleep 7707 & srun -n1 sleep 7708 & while :; do sleep 0.1; done")
+	if err := s.Client.Start(ctx, id, []string{"n1"}); err != nil {
+		t.Fatal(err)
+	}
+	var mine []int
+	slurmtest.WaitFor(t, 20*time.Second, "job "+id.String()+"'s sleep 7707 and step's sleep 7708", func() bool {
+		procs, err := slurm.ReadProcesses("/proc", allPIDs(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		mine = slurm.JobProcesses(procs)[id]
+		var titles []string
+		for _, p := range procs {
+			if slices.Contains(mine, p.PID) {
+				titles = append(titles, p.Title)
+			}
+		}
+		return slices.Contains(titles, "sleep 7707") && slices.Contains(titles, "/usr/bin/sleep 7708") &&
+			slices.Contains(titles, "slurmstepd: ["+id.String()+".batch]") && slices.Contains(titles, "slurmstepd: ["+id.String()+".0]")
+	})
+
+	cg := filepath.Join(cpusetRoot, fmt.Sprintf("finegrain-slurm-test-%d", os.Getpid()))
+	if err := os.Mkdir(cg, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// Cleanups run last-registered first: this one cancels the job before the cluster stops.
+	t.Cleanup(func() {
+		if _, err := s.Runner.Run(ctx, []string{"scancel", id.String()}); err != nil {
+			t.Error(err)
+		}
+		slurmtest.WaitFor(t, 10*time.Second, "the test cgroup to empty", func() bool { return os.Remove(cg) == nil })
+	})
+	const cpus = "1"
+	for f, v := range map[string]string{"cpuset.cpus": cpus, "cpuset.mems": "0"} {
+		if err := os.WriteFile(filepath.Join(cg, f), []byte(v), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, pid := range mine {
+		if err := os.WriteFile(filepath.Join(cg, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0o644); err != nil && !errors.Is(err, syscall.ESRCH) {
+			t.Fatalf("move process %d of job %s: %v", pid, id, err)
+		}
+	}
+	moved := map[int]bool{}
+	for _, pid := range mine {
+		moved[pid] = true
+		if got := cpusAllowed(t, pid); got != "" && got != cpus {
+			t.Errorf("process %d of job %s: Cpus_allowed_list %s after the move, want %s", pid, id, got, cpus)
+		}
+	}
+	// The script's loop forks a sleep every 0.1 s: the new ones start in the cgroup.
+	slurmtest.WaitFor(t, 5*time.Second, "a process the script forked after the move", func() bool {
+		procs, err := slurm.ReadProcesses("/proc", allPIDs(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, pid := range slurm.JobProcesses(procs)[id] {
+			if !moved[pid] && cpusAllowed(t, pid) == cpus {
+				return true
+			}
+		}
+		return false
+	})
+}
+
+// allPIDs lists the processes of this PID namespace.
+func allPIDs(t *testing.T) []int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pids []int
+	for _, e := range ents {
+		if pid, err := strconv.Atoi(e.Name()); err == nil {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// cpusAllowed is the process's Cpus_allowed_list, "" once it has exited.
+func cpusAllowed(t *testing.T, pid int) string {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return ""
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "Cpus_allowed_list:"); ok {
+			return strings.TrimSpace(v)
+		}
+	}
+	return ""
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"sync"
@@ -234,4 +235,13 @@ func eventTime(e *corev1.Event) time.Time {
 		return e.EventTime.Time
 	}
 	return e.LastTimestamp.Time
+}
+
+// RunInCluster runs the bridge for every virtual cluster of the cluster cfg names until ctx ends:
+// pins from the node agents' NodeResourceTopology objects, the placer's reasons from its events
+// (read at most once a second a pod), Slurm through exec into each slurmctld pod. The placer
+// calls it while it leads.
+func RunInCluster(ctx context.Context, cfg *rest.Config, kube kubernetes.Interface, dyn dynamic.Interface, log *slog.Logger, opts Options) {
+	b := New(kube, dyn, NRTPins{Dyn: dyn}, &EventWaits{Kube: kube, Every: time.Second}, log, opts)
+	b.Run(ctx, func(ctx context.Context) ([]*Cluster, error) { return ClustersFromPods(ctx, cfg, kube) })
 }

@@ -110,6 +110,17 @@ PartitionName=batch Nodes=ALL Default=YES MaxTime=INFINITE State=UP
 		out, err := s.Runner.Run(context.Background(), []string{"sinfo", "-h", "-N", "-o", "%N %t"})
 		return err == nil && strings.Count(string(out), "idle") == 2
 	})
+	// Before the daemons go, end every job: a slurmstepd outlives a killed slurmd.
+	t.Cleanup(func() {
+		_, _ = s.Runner.Run(context.Background(), []string{"scancel", "--partition=batch"})
+		for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+			out, err := s.Runner.Run(context.Background(), []string{"squeue", "-h", "-t", "RUNNING,COMPLETING,CONFIGURING,SUSPENDED"})
+			if err != nil || len(strings.TrimSpace(string(out))) == 0 {
+				return
+			}
+		}
+		t.Errorf("jobs of the test's Slurm still run 10 s after scancel; their processes may be left behind")
+	})
 	t.Cleanup(func() {
 		if t.Failed() {
 			for _, f := range []string{"slurmctld.log", "slurmd-n1.log", "slurmd-n2.log"} {
