@@ -152,6 +152,10 @@ func TestPlacerRBAC(t *testing.T) {
 		"apps/deployments/scale":                 {"get", "update"},
 		"apps/statefulsets/scale":                {"get", "update"},
 		"/pods/resize":                           {"patch"},
+		// The virtual cluster controller (issue 19), documented in rbac.yaml.
+		"finegrain.dev/virtualclusters":            {"get", "list", "watch"},
+		"finegrain.dev/virtualclusters/status":     {"patch"},
+		"finegrain.dev/virtualclusters/finalizers": {"update"},
 	}
 	for _, u := range objects(t, "placer/rbac.yaml") {
 		var rules []rbacv1.PolicyRule

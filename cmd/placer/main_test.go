@@ -180,3 +180,17 @@ func FuzzParseAging(f *testing.F) {
 		}
 	})
 }
+
+// --slurm-port-range sets where virtual clusters' ports come from; the default lies beside the
+// workers' SSH ports.
+func TestSlurmPortRangeFlag(t *testing.T) {
+	if o, _ := parseRun(t); o.placer.VirtualClusters.Ports.String() != "21000-21999" {
+		t.Errorf("default --slurm-port-range %s, want 21000-21999", o.placer.VirtualClusters.Ports)
+	}
+	if o, _ := parseRun(t, "--slurm-port-range=40000-40159"); o.placer.VirtualClusters.Ports.String() != "40000-40159" {
+		t.Errorf("--slurm-port-range=40000-40159 parsed as %s", o.placer.VirtualClusters.Ports)
+	}
+	if code, _, errOut := placerCmd("run", "--slurm-port-range", "9-1"); code != 2 || !strings.Contains(errOut, `invalid argument "9-1" for "--slurm-port-range" flag`) {
+		t.Errorf("bad port range: exit %d, %q", code, errOut)
+	}
+}

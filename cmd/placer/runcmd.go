@@ -101,6 +101,11 @@ func addRunFlags(fs *pflag.FlagSet, o *runOptions) {
 		return nil
 	})
 	fs.IntVar(&opts.Objectives.Parallelism, "objective-parallelism", opts.Objectives.Parallelism, "service objectives measured and resized at once")
+	fs.Func("slurm-port-range", fmt.Sprintf("ports `FIRST-LAST` of VirtualClusters' daemons on their nodes' network, 16 per virtual cluster, each block free on its nodes (default %s)", opts.VirtualClusters.Ports), func(v string) error {
+		r, err := mpi.ParsePortRange(v)
+		opts.VirtualClusters.Ports = r
+		return err
+	})
 	fs.TextVar(&o.logLevel, "log-level", slog.LevelInfo, "log `LEVEL`: debug, info, warn or error")
 }
 

@@ -1,9 +1,9 @@
 // Package placer runs finegrain's central placer: it connects to the API server, checks that
 // the HPCJob and NodeResourceTopology APIs are served, takes a Lease so that one replica leads,
-// serves Prometheus metrics and health, and runs the controller and the service objective loop
-// (objectives) while it leads. The placement logic
-// lives in the sub-packages (hpcjob, plan, snapshot, queue, controller, objectives); this package
-// only wires them to a cluster.
+// serves Prometheus metrics and health, and runs the controller, the service objective loop
+// (objectives) and the virtual cluster controller (vcluster) while it leads. The placement logic
+// lives in the sub-packages (hpcjob, plan, snapshot, queue, controller, objectives, vcluster);
+// this package only wires them to a cluster.
 package placer
 
 import (
@@ -36,6 +36,7 @@ import (
 	"github.com/finegrain-dev/finegrain/pkg/apis/finegrain/v1alpha1"
 	"github.com/finegrain-dev/finegrain/pkg/placer/controller"
 	"github.com/finegrain-dev/finegrain/pkg/placer/objectives"
+	"github.com/finegrain-dev/finegrain/pkg/placer/vcluster"
 	"github.com/finegrain-dev/finegrain/pkg/report/nrt"
 )
 
@@ -57,6 +58,8 @@ type Options struct {
 	Controller                                controller.Options
 	// Objectives tune the service objective loop.
 	Objectives objectives.Options
+	// VirtualClusters tune the virtual cluster controller.
+	VirtualClusters vcluster.Options
 }
 
 // DefaultOptions are the flags' defaults.
@@ -70,8 +73,9 @@ func DefaultOptions() Options {
 		MetricsAddress: ":8080",
 		LeaderElect:    true, LeaseNamespace: ns, LeaseName: "finegrain-placer",
 		LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second,
-		Controller: controller.DefaultOptions(),
-		Objectives: objectives.DefaultOptions(),
+		Controller:      controller.DefaultOptions(),
+		Objectives:      objectives.DefaultOptions(),
+		VirtualClusters: vcluster.DefaultOptions(),
 	}
 }
 
@@ -109,33 +113,51 @@ func Run(ctx context.Context, opts Options, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	return runLeading(ctx, opts, log, kube, leaderWork{placer: c, objectives: o}, reg)
+	vc := vcluster.New(kube, dyn, vcluster.NewAPIExecer(cfg, kube), recorder, log, opts.VirtualClusters)
+	return runLeading(ctx, opts, log, kube, leaderWork{placer: c, side: []sideLoop{o, vc}}, reg)
 }
 
-// leaderWork is what runs while this replica leads: the placer's controller and the service
-// objective loop (which waits for the ServiceObjective API where it is not served yet).
+// sideLoop is a loop that runs beside the placer's controller while this replica leads (each
+// waits for its API where that is not served yet).
+type sideLoop interface {
+	Run(ctx context.Context) error
+	HasSynced() bool
+}
+
+// leaderWork is what runs while this replica leads: the placer's controller, the service
+// objective loop and the virtual cluster controller.
 type leaderWork struct {
-	placer     *controller.Controller
-	objectives *objectives.Controller
+	placer *controller.Controller
+	side   []sideLoop
 }
 
-// Run runs both until ctx ends or the placer's controller returns, and returns the first error.
+// Run runs them all until ctx ends or the placer's controller returns, and returns the first
+// error.
 func (w leaderWork) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	objErr := make(chan error, 1)
-	go func() { objErr <- w.objectives.Run(ctx) }()
+	sideErr := make(chan error, len(w.side))
+	for _, s := range w.side {
+		go func() { sideErr <- s.Run(ctx) }()
+	}
 	err := w.placer.Run(ctx)
 	cancel()
-	if oerr := <-objErr; err == nil {
-		err = oerr
+	for range w.side {
+		if serr := <-sideErr; err == nil {
+			err = serr
+		}
 	}
 	return err
 }
 
 // HasSynced reports whether every cache of the work has synced.
 func (w leaderWork) HasSynced() bool {
-	return w.placer.HasSynced() && w.objectives.HasSynced()
+	for _, s := range w.side {
+		if !s.HasSynced() {
+			return false
+		}
+	}
+	return w.placer.HasSynced()
 }
 
 // newController makes the controller and the events.k8s.io recorder it writes through, as
