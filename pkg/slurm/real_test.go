@@ -210,3 +210,21 @@ func cpusAllowed(t *testing.T, pid int) string {
 	}
 	return ""
 }
+
+// BenchmarkJobsRealSlurm is the cost of one pass of the bridge's poll on a real slurmctld with
+// ten held jobs: one squeue --json and its parsing. Its time bounds how fast the bridge can learn
+// that a job ended (the target: the job's CPUs back within a second).
+func BenchmarkJobsRealSlurm(b *testing.B) {
+	s := slurmtest.Start(b)
+	for range 10 {
+		s.Sbatch(b, "-n", "1", "-o", "/dev/null", "--wrap", "true")
+	}
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		jobs, err := s.Client.Jobs(ctx)
+		if err != nil || len(jobs) != 10 {
+			b.Fatalf("%d jobs, %v", len(jobs), err)
+		}
+	}
+}

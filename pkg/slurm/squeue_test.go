@@ -169,3 +169,17 @@ func TestJobSubmitLuaHoldsEveryJob(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkParseJobs parses the captured answer (three jobs) as every pass of the bridge does.
+func BenchmarkParseJobs(b *testing.B) {
+	data, err := os.ReadFile("testdata/squeue-22.05.json")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := ParseJobs(data); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
@@ -146,23 +145,27 @@ type NRTPins struct {
 
 var _ Pins = NRTPins{}
 
-// Pinned implements Pins: the CPUs of the container's entry in the pins of the node's map.
+// Pinned implements Pins: the CPUs of the container's entry in the pins of the node's map. It
+// lists the one map by name (the placer may list and watch maps, not get them).
 func (n NRTPins) Pinned(ctx context.Context, node string, pod *corev1.Pod, container string) (string, bool, error) {
-	u, err := n.Dyn.Resource(nrt.GroupVersionResource).Get(ctx, node, metav1.GetOptions{ResourceVersion: "0"})
-	if apierrors.IsNotFound(err) {
-		return "", false, nil
-	}
+	list, err := n.Dyn.Resource(nrt.GroupVersionResource).List(ctx, metav1.ListOptions{
+		FieldSelector: fields.OneTermEqualSelector("metadata.name", node).String(), ResourceVersion: "0"})
 	if err != nil {
 		return "", false, fmt.Errorf("read the NodeResourceTopology of node %s: %w", node, err)
 	}
-	m, err := nrt.ReadFreeCoreMap(u, cpulist.MaxCPUs)
-	if err != nil {
-		return "", false, err
-	}
-	for _, z := range m.Zones {
-		for e, err := range nrt.ScanPins(z.Pins) {
-			if err == nil && e.Namespace == pod.Namespace && e.Pod == pod.Name && e.Container == container {
-				return e.CPUs, true, nil
+	for i := range list.Items {
+		if list.Items[i].GetName() != node {
+			continue
+		}
+		m, err := nrt.ReadFreeCoreMap(&list.Items[i], cpulist.MaxCPUs)
+		if err != nil {
+			return "", false, err
+		}
+		for _, z := range m.Zones {
+			for e, err := range nrt.ScanPins(z.Pins) {
+				if err == nil && e.Namespace == pod.Namespace && e.Pod == pod.Name && e.Container == container {
+					return e.CPUs, true, nil
+				}
 			}
 		}
 	}

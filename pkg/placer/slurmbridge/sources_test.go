@@ -80,8 +80,14 @@ func TestNRTPins(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Another node's map that (wrongly) lists the pod too: only the pod's node's map counts.
+	obj.Name = "k3"
+	u3, err := nrt.ToUnstructured(obj)
+	if err != nil {
+		t.Fatal(err)
+	}
 	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
-		map[schema.GroupVersionResource]string{nrt.GroupVersionResource: "NodeResourceTopologyList"}, u)
+		map[schema.GroupVersionResource]string{nrt.GroupVersionResource: "NodeResourceTopologyList"}, u, u3)
 	pins := NRTPins{Dyn: dyn}
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "hpc", Name: "vc1-slurm-7-0"}}
 	for _, tc := range []struct {

@@ -29,7 +29,7 @@ type Cluster struct {
 
 // Start starts the daemons and waits until both nodes are idle; they are killed when the test
 // ends (their logs printed if it failed).
-func Start(t *testing.T) *Cluster {
+func Start(t testing.TB) *Cluster {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("a real Slurm needs root (munged and slurmd as root); run the test as root")
@@ -134,7 +134,7 @@ PartitionName=batch Nodes=ALL Default=YES MaxTime=INFINITE State=UP
 
 // daemon starts one daemon in the foreground, its output in log/<label>.out, and stops it
 // (SIGKILL) when the test ends.
-func (s *Cluster) daemon(t *testing.T, label, name string, args ...string) {
+func (s *Cluster) daemon(t testing.TB, label, name string, args ...string) {
 	t.Helper()
 	cmd := exec.Command(name, args...)
 	cmd.Env = append(os.Environ(), s.Runner.Env...)
@@ -154,7 +154,7 @@ func (s *Cluster) daemon(t *testing.T, label, name string, args ...string) {
 }
 
 // freePorts returns n TCP ports of 127.0.0.1 that were free a moment ago.
-func freePorts(t *testing.T, n int) []int {
+func freePorts(t testing.TB, n int) []int {
 	t.Helper()
 	var ports []int
 	var ls []net.Listener
@@ -173,7 +173,7 @@ func freePorts(t *testing.T, n int) []int {
 }
 
 // WaitFor polls ok every 20 ms until it holds, failing the test after limit.
-func WaitFor(t *testing.T, limit time.Duration, what string, ok func() bool) {
+func WaitFor(t testing.TB, limit time.Duration, what string, ok func() bool) {
 	t.Helper()
 	for end := time.Now().Add(limit); !ok(); time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(end) {
@@ -183,7 +183,7 @@ func WaitFor(t *testing.T, limit time.Duration, what string, ok func() bool) {
 }
 
 // Sbatch submits a batch script as root in Dir/work and returns its job ID.
-func (s *Cluster) Sbatch(t *testing.T, args ...string) slurm.JobID {
+func (s *Cluster) Sbatch(t testing.TB, args ...string) slurm.JobID {
 	t.Helper()
 	out, err := s.Runner.Run(context.Background(), append([]string{"sbatch", "--parsable", "-D", s.Dir + "/work"}, args...))
 	if err != nil {
@@ -197,7 +197,7 @@ func (s *Cluster) Sbatch(t *testing.T, args ...string) slurm.JobID {
 }
 
 // Job returns the job as squeue lists it.
-func (s *Cluster) Job(t *testing.T, id slurm.JobID) slurm.Job {
+func (s *Cluster) Job(t testing.TB, id slurm.JobID) slurm.Job {
 	t.Helper()
 	jobs, err := s.Client.Jobs(context.Background())
 	if err != nil {
