@@ -34,11 +34,11 @@ func TestRunGenisysJSON(t *testing.T) {
 			}
 		}
 		var steps []struct {
-			Name           string
-			NormalizedTime float64
+			Name                                 string
+			NormalizedTime, NormalizedTurnaround float64
 		}
-		if err := json.Unmarshal(m["steps"], &steps); err != nil || len(steps) != 12 || steps[0].NormalizedTime < 1 {
-			t.Errorf("%s: steps %v (%v), want 12 normalised times of at least 1", s, steps, err)
+		if err := json.Unmarshal(m["steps"], &steps); err != nil || len(steps) != 12 || steps[0].NormalizedTime < 1 || steps[0].NormalizedTurnaround <= 0 {
+			t.Errorf("%s: steps %v (%v), want 12 normalised times of at least 1 and their turnarounds", s, steps, err)
 		}
 	}
 	if len(got) != 7 {

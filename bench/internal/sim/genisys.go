@@ -76,6 +76,9 @@ type GenisysStepResult struct {
 	// NormalizedTime is the step's execution time (end − start) over its time on the dedicated
 	// cluster.
 	NormalizedTime float64 `json:"normalizedTime"`
+	// NormalizedTurnaround is the step's submit → end over the same on the dedicated cluster:
+	// its wait counts too.
+	NormalizedTurnaround float64 `json:"normalizedTurnaround"`
 }
 
 // GenisysSample is the cluster at one period: the CPUs busy with steps and services over all.
@@ -155,6 +158,10 @@ func RunGenisys(w *GenisysWorkload) ([]*GenisysResult, error) {
 	base := out[0]
 	for _, r := range out {
 		r.NormalizedTotalTime = r.TotalTime / base.TotalTime
+		for i := range r.Steps {
+			s, b := &r.Steps[i], &base.Steps[i]
+			s.NormalizedTurnaround = (s.End - s.Submit) / (b.End - b.Submit)
+		}
 	}
 	return out, nil
 }

@@ -43,7 +43,7 @@ func WriteGenisysMarkdown(w io.Writer, r *GenisysReport) error {
 			secs(res.Makespan), 100*res.Utilization, res.MeanNormalizedStepTime, res.MaxNormalizedStepTime, secs(res.ServiceViolationSeconds),
 			secs(res.SevereViolationSeconds), res.MeanLatencyRatio, res.PendingPods)
 	}
-	b.WriteString("\nSteps: execution time over the dedicated cluster's (start–end in seconds):\n\n| step | tasks |")
+	b.WriteString("\nSteps: execution time / turnaround (submit → end) over the dedicated cluster's (start–end in seconds):\n\n| step | tasks |")
 	for _, res := range r.Results {
 		fmt.Fprintf(&b, " %s |", res.Scenario)
 	}
@@ -53,7 +53,7 @@ func WriteGenisysMarkdown(w io.Writer, r *GenisysReport) error {
 			fmt.Fprintf(&b, "| %s | %d |", s.Name, s.Tasks)
 			for _, res := range r.Results {
 				x := res.Steps[i]
-				fmt.Fprintf(&b, " %.3f (%.0f–%.0f) |", x.NormalizedTime, x.Start, x.End)
+				fmt.Fprintf(&b, " %.3f / %.2f (%.0f–%.0f) |", x.NormalizedTime, x.NormalizedTurnaround, x.Start, x.End)
 			}
 			b.WriteString("\n")
 		}
@@ -63,13 +63,13 @@ func WriteGenisysMarkdown(w io.Writer, r *GenisysReport) error {
 }
 
 // GenisysPlots are the workload's charts, by file name: the CPU utilisation over time of the five
-// shared nodes under every scenario but Dedicated, and each step's normalised execution time
-// under every scenario.
+// shared nodes under every scenario but Dedicated, and each step's normalised execution time and
+// turnaround under every scenario.
 func GenisysPlots(r *GenisysReport) (map[string]func(io.Writer) error, error) {
 	if len(r.Results) == 0 {
 		return nil, fmt.Errorf("genisys plots: no results")
 	}
-	var usage, steps []plot.Series
+	var usage, steps, turnaround []plot.Series
 	for _, res := range r.Results {
 		// Dedicated's utilisation is its Slurm cluster's: not the same CPUs as the others'.
 		if res.Scenario != GenisysDedicated {
@@ -79,11 +79,12 @@ func GenisysPlots(r *GenisysReport) (map[string]func(io.Writer) error, error) {
 			}
 			usage = append(usage, u)
 		}
-		st := plot.Series{Name: res.Scenario}
+		st, ta := plot.Series{Name: res.Scenario}, plot.Series{Name: res.Scenario}
 		for i, s := range res.Steps {
 			st.X, st.Y = append(st.X, float64(i+1)), append(st.Y, s.NormalizedTime)
+			ta.X, ta.Y = append(ta.X, float64(i+1)), append(ta.Y, s.NormalizedTurnaround)
 		}
-		steps = append(steps, st)
+		steps, turnaround = append(steps, st), append(turnaround, ta)
 	}
 	prefix := "genisys-" + r.Workload
 	return map[string]func(io.Writer) error{
@@ -92,16 +93,31 @@ func GenisysPlots(r *GenisysReport) (map[string]func(io.Writer) error, error) {
 				XLabel: "time (s)", YLabel: "% of CPUs busy", YMax: 100}, usage)
 		},
 		prefix + "-steps.png": func(w io.Writer) error {
-			return drawChart(w, plot.Chart{Title: fmt.Sprintf("Step execution time over dedicated, %s workload (seed %d)", r.Workload, r.Seed),
-				XLabel: "step (submission order of jobs, then step)", YLabel: "normalised time"}, steps)
+			x := "step (jobs in submission order, then their steps)"
+			return drawCharts(w,
+				chartOf{plot.Chart{Title: fmt.Sprintf("Step execution time over dedicated, %s workload (seed %d)", r.Workload, r.Seed), XLabel: x, YLabel: "normalised time"}, steps},
+				chartOf{plot.Chart{Title: "Step turnaround (submit to end) over dedicated", XLabel: x, YLabel: "normalised turnaround"}, turnaround})
 		},
 	}, nil
 }
 
+// chartOf is one chart and its series.
+type chartOf struct {
+	chart  plot.Chart
+	series []plot.Series
+}
+
 func drawChart(w io.Writer, ch plot.Chart, series []plot.Series) error {
-	c := plot.NewCanvas(960, 520)
-	if err := ch.Draw(c, image.Rect(0, 0, 960, 520), series); err != nil {
-		return err
+	return drawCharts(w, chartOf{ch, series})
+}
+
+// drawCharts draws the charts one above the other, 960 × 520 each.
+func drawCharts(w io.Writer, charts ...chartOf) error {
+	c := plot.NewCanvas(960, 520*len(charts))
+	for i, ch := range charts {
+		if err := ch.chart.Draw(c, image.Rect(0, 520*i, 960, 520*(i+1)), ch.series); err != nil {
+			return err
+		}
 	}
 	return c.Encode(w)
 }

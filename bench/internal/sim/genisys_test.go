@@ -296,6 +296,11 @@ func TestRunGenisysDeterministic(t *testing.T) {
 		if rs[0].Scenario != GenisysDedicated || rs[0].NormalizedTotalTime != 1 {
 			t.Fatalf("first result %s normalised %v, want Dedicated at 1", rs[0].Scenario, rs[0].NormalizedTotalTime)
 		}
+		for _, s := range rs[0].Steps {
+			if s.NormalizedTurnaround != 1 {
+				t.Errorf("Dedicated's step %s has turnaround %v of its own", s.Name, s.NormalizedTurnaround)
+			}
+		}
 		for _, r := range rs {
 			if r.Scenario != GenisysUnmanaged && r.MaxNormalizedStepTime != 1 {
 				t.Errorf("%s: a step ran %v times its dedicated time without oversubscription", r.Scenario, r.MaxNormalizedStepTime)
