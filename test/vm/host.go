@@ -95,7 +95,7 @@ func kvmProbe(qemuPath, kernel, busybox, workDir string) func(context.Context) e
 		}
 		initrd := filepath.Join(workDir, "kvm-probe.cpio")
 		nonce := rand.Text()
-		if err := writeInitramfs(initrd, cfg, nil, busybox, nonce, time.Minute); err != nil {
+		if err := writeInitramfs(initrd, cfg, nil, busybox, "", nonce, time.Minute); err != nil {
 			return err
 		}
 		q := qemu{path: qemuPath, accel: AccelKVM, kernel: kernel}

@@ -33,9 +33,14 @@ func (b guestBinary) guestDir() string {
 	return path.Join(guestSrc, strings.TrimPrefix(b.job.Package, "./"))
 }
 
+// guestRAMDisk is where the RAM disk driver lies in the guest; /init loads it (one 16 MiB disk,
+// /dev/ram0) so that tests of block I/O limits have a whole disk.
+const guestRAMDisk = "/lib/modules/" + ramDiskModule
+
 // writeInitramfs writes the guest's root file system for cfg to dst: busybox, /init, the
-// configuration as JSON, the binaries and their packages' testdata.
-func writeInitramfs(dst string, cfg Config, bins []guestBinary, busybox, nonce string, testTimeout time.Duration) error {
+// configuration as JSON, the binaries and their packages' testdata, and the RAM disk driver
+// module ramDisk when it is not empty.
+func writeInitramfs(dst string, cfg Config, bins []guestBinary, busybox, ramDisk, nonce string, testTimeout time.Duration) error {
 	spec, err := json.MarshalIndent(cfg, "", "  ")
 	if err != nil {
 		return fmt.Errorf("encode configuration %s: %w", cfg.Name, err)
@@ -68,11 +73,21 @@ func writeInitramfs(dst string, cfg Config, bins []guestBinary, busybox, nonce s
 	steps := []func() error{
 		func() error { return w.CharDev("dev/console", 0o600, 5, 1) },
 		func() error { return w.File("bin/busybox", 0o755, busybox) },
-		func() error { return w.Bytes("init", 0o755, []byte(initScript(cfg, bins, nonce, testTimeout))) },
+		func() error {
+			return w.Bytes("init", 0o755, []byte(initScript(cfg, bins, ramDisk != "", nonce, testTimeout)))
+		},
 		func() error { return w.Bytes(strings.TrimPrefix(guestSpec, "/"), 0o644, spec) },
 	}
 	for _, step := range steps {
 		if err := step(); err != nil {
+			return fmt.Errorf("write initramfs %s: %w", dst, err)
+		}
+	}
+	if ramDisk != "" {
+		if err := mkdirs(path.Dir(strings.TrimPrefix(guestRAMDisk, "/"))); err != nil {
+			return fmt.Errorf("write initramfs %s: %w", dst, err)
+		}
+		if err := w.File(strings.TrimPrefix(guestRAMDisk, "/"), 0o644, ramDisk); err != nil {
 			return fmt.Errorf("write initramfs %s: %w", dst, err)
 		}
 	}
@@ -126,7 +141,7 @@ func addPackageDir(w *cpioWriter, mkdirs func(string) error, b guestBinary) erro
 
 // initScript is the guest's /init: mount the pseudo file systems and cgroups, run every job with
 // markers around it, power off. Any setup failure prints a fail marker and powers off at once.
-func initScript(cfg Config, bins []guestBinary, nonce string, testTimeout time.Duration) string {
+func initScript(cfg Config, bins []guestBinary, ramDisk bool, nonce string, testTimeout time.Duration) string {
 	var b strings.Builder
 	m := markerPrefix(nonce)
 	fmt.Fprintf(&b, `#!/bin/busybox sh
@@ -139,6 +154,10 @@ mount -t devtmpfs devtmpfs /dev || fail mount /dev
 mount -t tmpfs -o mode=1777 tmpfs /tmp || fail mount /tmp
 mount -t tmpfs -o mode=755 tmpfs /run || fail mount /run
 `, m)
+	if ramDisk {
+		// A driver that does not load leaves the block I/O tests to skip, saying so.
+		fmt.Fprintf(&b, "insmod %s rd_nr=1 rd_size=16384 || echo 'the RAM disk driver did not load'\n", guestRAMDisk)
+	}
 	b.WriteString(cgroupSetup(cfg.Cgroup))
 	fmt.Fprintf(&b, "export %s=%s %s=%s\n", EnvName, cfg.Name, EnvSpec, guestSpec)
 	fmt.Fprintf(&b, "echo %s:up\n", m)

@@ -84,7 +84,7 @@ func TestInitramfsHoldsJobsAndTestdata(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for _, f := range []string{"testdata/trees/a/online", "notdata/x", "fake.test", "busybox"} {
+	for _, f := range []string{"testdata/trees/a/online", "notdata/x", "fake.test", "busybox", "brd.ko"} {
 		if err := os.WriteFile(filepath.Join(pkg, f), []byte(f), 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -92,7 +92,7 @@ func TestInitramfsHoldsJobsAndTestdata(t *testing.T) {
 	cfg, _ := Lookup("v1-2numa-smt")
 	bins := []guestBinary{{job: Job{Package: "./pkg/foo", Args: []string{"-test.run", "Test'Quoted"}}, host: filepath.Join(pkg, "fake.test"), name: "pkg_foo.test", srcDir: pkg}}
 	img := filepath.Join(dir, "initrd.cpio")
-	if err := writeInitramfs(img, cfg, bins, filepath.Join(pkg, "busybox"), "N0NCE", time.Minute); err != nil {
+	if err := writeInitramfs(img, cfg, bins, filepath.Join(pkg, "busybox"), filepath.Join(pkg, "brd.ko"), "N0NCE", time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	f, err := os.Open(img)
@@ -108,7 +108,7 @@ func TestInitramfsHoldsJobsAndTestdata(t *testing.T) {
 	}
 	got := "\n" + string(out)
 	for _, want := range []string{"\ninit\n", "\nbin/busybox\n", "\ndev/console\n", "\nfinegrain/vm.json\n",
-		"\nfinegrain/bin/pkg_foo.test\n", "\nfinegrain/src/pkg/foo/testdata/trees/a/online\n"} {
+		"\nfinegrain/bin/pkg_foo.test\n", "\nfinegrain/src/pkg/foo/testdata/trees/a/online\n", "\nlib/modules/brd.ko\n"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("initramfs lacks %q:\n%s", strings.TrimSpace(want), out)
 		}
@@ -117,11 +117,12 @@ func TestInitramfsHoldsJobsAndTestdata(t *testing.T) {
 		t.Errorf("initramfs holds package files outside testdata:\n%s", out)
 	}
 	helper := guestBinary{job: Job{Package: "./pkg/helper", Program: true, Helper: true}, name: "pkg_helper.bin"}
-	script := initScript(cfg, append(bins, helper), "N0NCE", time.Minute)
+	script := initScript(cfg, append(bins, helper), true, "N0NCE", time.Minute)
 	if strings.Contains(script, "pkg_helper.bin") {
 		t.Errorf("init script runs the helper:\n%s", script)
 	}
 	for _, want := range []string{
+		"insmod /lib/modules/brd.ko rd_nr=1 rd_size=16384",
 		"mount -t cgroup -o $h cgroup /sys/fs/cgroup/$h",
 		"export FINEGRAIN_VM=v1-2numa-smt FINEGRAIN_VM_SPEC=/finegrain/vm.json",
 		`'/finegrain/bin/pkg_foo.test' '-test.v' '-test.count=1' '-test.timeout=1m0s' '-test.run' 'Test'\''Quoted'`,

@@ -27,6 +27,19 @@ type Kernel struct {
 	Version string
 	// Vmlinux is the uncompressed ELF kernel qemu boots through its PVH entry.
 	Vmlinux string
+	// RAMDisk is the package's RAM disk driver module (brd.ko, beside vmlinux), which the guests
+	// load so that block I/O limits have a whole disk to act on (Debian's kernel builds no block
+	// driver in); empty for a local vmlinux.
+	RAMDisk string
+}
+
+// ramDiskModule is the RAM disk driver's file name, in the package under
+// ./lib/modules/<version>/kernel/drivers/block/ and in the cache beside vmlinux.
+const ramDiskModule = "brd.ko"
+
+// isRAMDiskModule matches the RAM disk driver in a kernel image package's data archive.
+func isRAMDiskModule(name string) bool {
+	return strings.HasPrefix(name, "./lib/modules/") && strings.HasSuffix(name, "/kernel/drivers/block/"+ramDiskModule)
 }
 
 // KernelSource says where the guest kernel comes from.
@@ -69,8 +82,15 @@ func FetchKernel(ctx context.Context, src KernelSource, log *slog.Logger) (Kerne
 		return Kernel{}, err
 	}
 	dir := filepath.Join(src.CacheDir, pkg+"_"+version)
-	k := Kernel{Package: pkg, Version: version, Vmlinux: filepath.Join(dir, "vmlinux")}
+	k := Kernel{Package: pkg, Version: version, Vmlinux: filepath.Join(dir, "vmlinux"), RAMDisk: filepath.Join(dir, ramDiskModule)}
 	if _, err := os.Stat(k.Vmlinux); err == nil {
+		if _, err := os.Stat(k.RAMDisk); err != nil {
+			// Cached before the guests loaded the RAM disk driver: fetch the package again for it.
+			log.Info("downloading guest kernel package for its RAM disk driver", "package", pkg, "version", version, "cache", dir)
+			if err := downloadRAMDisk(ctx, pkg, version, dir); err != nil {
+				return Kernel{}, fmt.Errorf("guest kernel %s %s: %w", pkg, version, err)
+			}
+		}
 		log.Debug("guest kernel cached", "package", pkg, "version", version, "path", k.Vmlinux)
 		return k, nil
 	}
@@ -151,32 +171,22 @@ func downloadKernel(ctx context.Context, pkg, version, dir string) error {
 	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
 		return fmt.Errorf("create kernel cache: %w", err)
 	}
-	tmp, err := os.MkdirTemp(filepath.Dir(dir), ".download-")
-	if err != nil {
-		return fmt.Errorf("create kernel download directory: %w", err)
-	}
+	tmp, deb, err := aptDownload(ctx, pkg, version, filepath.Dir(dir))
 	defer os.RemoveAll(tmp)
-	// apt drops privileges to _apt for downloads; a private temp directory is not writable by it.
-	if err := os.Chmod(tmp, 0o777); err != nil {
-		return fmt.Errorf("open kernel download directory to apt: %w", err)
-	}
-	get := exec.CommandContext(ctx, "apt-get", "download", "-qq", pkg+"="+version)
-	get.Dir = tmp
-	if out, err := get.CombinedOutput(); err != nil {
-		return fmt.Errorf("apt-get download %s=%s: %w: %s", pkg, version, err, bytes.TrimSpace(out))
-	}
-	debs, _ := filepath.Glob(filepath.Join(tmp, "*.deb"))
-	if len(debs) != 1 {
-		return fmt.Errorf("apt-get download left %d .deb files in %s, want 1", len(debs), tmp)
+	if err != nil {
+		return err
 	}
 	vmlinuz := filepath.Join(tmp, "vmlinuz")
-	if err := extractBootFile(ctx, debs[0], "./boot/vmlinuz-", vmlinuz); err != nil {
+	if err := extractFile(ctx, deb, isVmlinuz, "./boot/vmlinuz-*", vmlinuz); err != nil {
+		return err
+	}
+	if err := extractFile(ctx, deb, isRAMDiskModule, "./lib/modules/*/kernel/drivers/block/"+ramDiskModule, filepath.Join(tmp, ramDiskModule)); err != nil {
 		return err
 	}
 	if err := extractVmlinux(ctx, vmlinuz, filepath.Join(tmp, "vmlinux")); err != nil {
 		return err
 	}
-	for _, f := range []string{debs[0], vmlinuz} {
+	for _, f := range []string{deb, vmlinuz} {
 		if err := os.Remove(f); err != nil {
 			return fmt.Errorf("remove %s: %w", f, err)
 		}
@@ -193,9 +203,52 @@ func downloadKernel(ctx context.Context, pkg, version, dir string) error {
 	return nil
 }
 
-// extractBootFile copies the one file of a .deb whose path starts with prefix to dst, reading the
-// package's data archive through dpkg --fsys-tarfile.
-func extractBootFile(ctx context.Context, deb, prefix, dst string) error {
+// aptDownload downloads the package's .deb into a new scratch directory below parent and returns
+// the directory (to remove when done, also after an error) and the .deb's path.
+func aptDownload(ctx context.Context, pkg, version, parent string) (string, string, error) {
+	tmp, err := os.MkdirTemp(parent, ".download-")
+	if err != nil {
+		return "", "", fmt.Errorf("create kernel download directory: %w", err)
+	}
+	// apt drops privileges to _apt for downloads; a private temp directory is not writable by it.
+	if err := os.Chmod(tmp, 0o777); err != nil {
+		return tmp, "", fmt.Errorf("open kernel download directory to apt: %w", err)
+	}
+	get := exec.CommandContext(ctx, "apt-get", "download", "-qq", pkg+"="+version)
+	get.Dir = tmp
+	if out, err := get.CombinedOutput(); err != nil {
+		return tmp, "", fmt.Errorf("apt-get download %s=%s: %w: %s", pkg, version, err, bytes.TrimSpace(out))
+	}
+	debs, _ := filepath.Glob(filepath.Join(tmp, "*.deb"))
+	if len(debs) != 1 {
+		return tmp, "", fmt.Errorf("apt-get download left %d .deb files in %s, want 1", len(debs), tmp)
+	}
+	return tmp, debs[0], nil
+}
+
+func isVmlinuz(name string) bool { return strings.HasPrefix(name, "./boot/vmlinuz-") }
+
+// downloadRAMDisk fetches the package into a scratch directory and moves its RAM disk driver
+// into the cached kernel's directory dir.
+func downloadRAMDisk(ctx context.Context, pkg, version, dir string) error {
+	tmp, deb, err := aptDownload(ctx, pkg, version, filepath.Dir(dir))
+	defer os.RemoveAll(tmp)
+	if err != nil {
+		return err
+	}
+	mod := filepath.Join(tmp, ramDiskModule)
+	if err := extractFile(ctx, deb, isRAMDiskModule, "./lib/modules/*/kernel/drivers/block/"+ramDiskModule, mod); err != nil {
+		return err
+	}
+	if err := os.Rename(mod, filepath.Join(dir, ramDiskModule)); err != nil {
+		return fmt.Errorf("move %s into cache %s: %w", ramDiskModule, dir, err)
+	}
+	return nil
+}
+
+// extractFile copies the one file of a .deb whose path match accepts (what names it in errors)
+// to dst, reading the package's data archive through dpkg --fsys-tarfile.
+func extractFile(ctx context.Context, deb string, match func(string) bool, what, dst string) error {
 	cmd := exec.CommandContext(ctx, "dpkg", "--fsys-tarfile", deb)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -206,7 +259,7 @@ func extractBootFile(ctx context.Context, deb, prefix, dst string) error {
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("dpkg --fsys-tarfile %s: %w", deb, err)
 	}
-	found, copyErr := copyFromTar(stdout, prefix, dst)
+	found, copyErr := copyFromTar(stdout, match, dst)
 	_, _ = io.Copy(io.Discard, stdout)
 	if err := cmd.Wait(); err != nil {
 		return fmt.Errorf("dpkg --fsys-tarfile %s: %w: %s", deb, err, bytes.TrimSpace(stderr.Bytes()))
@@ -215,12 +268,12 @@ func extractBootFile(ctx context.Context, deb, prefix, dst string) error {
 		return fmt.Errorf("read %s: %w", deb, copyErr)
 	}
 	if !found {
-		return fmt.Errorf("%s holds no %s* file: is it a kernel image package?", deb, prefix)
+		return fmt.Errorf("%s holds no %s file: is it a kernel image package?", deb, what)
 	}
 	return nil
 }
 
-func copyFromTar(r io.Reader, prefix, dst string) (bool, error) {
+func copyFromTar(r io.Reader, match func(string) bool, dst string) (bool, error) {
 	tr := tar.NewReader(r)
 	for {
 		h, err := tr.Next()
@@ -230,7 +283,7 @@ func copyFromTar(r io.Reader, prefix, dst string) (bool, error) {
 		if err != nil {
 			return false, err
 		}
-		if h.Typeflag != tar.TypeReg || !strings.HasPrefix(h.Name, prefix) {
+		if h.Typeflag != tar.TypeReg || !match(h.Name) {
 			continue
 		}
 		f, err := os.Create(dst)
@@ -266,11 +319,20 @@ func newestCached(cacheDir, pkg string) (Kernel, bool) {
 		if err != nil {
 			continue
 		}
-		all = append(all, found{Kernel{Package: name, Version: version, Vmlinux: path}, st.ModTime().UnixNano()})
+		k := Kernel{Package: name, Version: version, Vmlinux: path}
+		if mod := filepath.Join(cacheDir, e.Name(), ramDiskModule); fileExists(mod) {
+			k.RAMDisk = mod
+		}
+		all = append(all, found{k, st.ModTime().UnixNano()})
 	}
 	if len(all) == 0 {
 		return Kernel{}, false
 	}
 	sort.Slice(all, func(i, j int) bool { return all[i].mod > all[j].mod })
 	return all[0].k, true
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
 }

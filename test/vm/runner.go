@@ -125,7 +125,7 @@ func (r *Runner) runConfig(ctx context.Context, q qemu, c Config, bins map[jobKe
 	for attempt := 1; attempt <= r.Attempts; attempt++ {
 		nonce := rand.Text()
 		initrd := filepath.Join(work, c.Name+".cpio")
-		if err := writeInitramfs(initrd, c, order, r.Busybox, nonce, r.TestTimeout); err != nil {
+		if err := writeInitramfs(initrd, c, order, r.Busybox, r.Kernel.RAMDisk, nonce, r.TestTimeout); err != nil {
 			return res, err
 		}
 		r.Log.Info("booting guest", "config", c.Name, "attempt", attempt, "accel", q.accel)

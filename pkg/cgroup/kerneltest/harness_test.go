@@ -31,6 +31,10 @@ func TestMain(m *testing.M) {
 		helperMain(spec)
 		return
 	}
+	if spec := os.Getenv(readerEnv); spec != "" {
+		readerMain(spec)
+		return
+	}
 	os.Exit(m.Run())
 }
 

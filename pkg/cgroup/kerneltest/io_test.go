@@ -1,22 +1,71 @@
 package kerneltest
 
 import (
+	"bufio"
 	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
-	"github.com/finegrain-dev/finegrain/pkg/blockdev"
+	"golang.org/x/sys/unix"
+
 	"github.com/finegrain-dev/finegrain/pkg/cgroup"
 )
 
-// TestIOLimits writes a pod's I/O bandwidth limit on the whole disk that holds / (found the way
-// the agent finds its devices) and reads the kernel's own files back: cgroup v1's
+// readerEnv makes the test binary read a block device: "<device path>:<bytes>". It prints
+// "ready", waits for a line on stdin (the test moves it into its cgroup meanwhile), reads the
+// bytes with O_DIRECT from the start of the device, prints the nanoseconds it took and exits.
+const readerEnv = "FINEGRAIN_IO_READER"
+
+// ioChunk is the reader's request size (a multiple of every logical block size).
+const ioChunk = 64 << 10
+
+func readerMain(spec string) {
+	dev, ns, _ := strings.Cut(spec, ":")
+	n, err := strconv.Atoi(ns)
+	if err != nil || n < ioChunk {
+		fmt.Fprintf(os.Stderr, "reader: bad spec %q\n", spec)
+		os.Exit(2)
+	}
+	f, err := os.OpenFile(dev, os.O_RDONLY|syscall.O_DIRECT, 0)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "reader: %v\n", err)
+		os.Exit(2)
+	}
+	// O_DIRECT needs an aligned buffer: a fresh anonymous mapping is page-aligned.
+	buf, err := unix.Mmap(-1, 0, ioChunk, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "reader: %v\n", err)
+		os.Exit(2)
+	}
+	fmt.Println("ready")
+	if _, err := bufio.NewReader(os.Stdin).ReadString('\n'); err != nil {
+		os.Exit(2)
+	}
+	start := time.Now()
+	for off := int64(0); off < int64(n); off += ioChunk {
+		if _, err := f.ReadAt(buf, off); err != nil && !errors.Is(err, io.EOF) {
+			fmt.Fprintf(os.Stderr, "reader: %v\n", err)
+			os.Exit(2)
+		}
+	}
+	fmt.Println(time.Since(start).Nanoseconds())
+}
+
+// TestIOLimits writes a pod's I/O bandwidth limit on a whole disk (testDisk) and reads the kernel's own files back: cgroup v1's
 // blkio.throttle.{read,write}_bps_device of each container (v1 throttling is flat), cgroup v2's
-// io.max of the pod. A second apply writes nothing, a limit rewritten behind the writer's back
-// is repaired with one write, clearing removes the kernel's rule, and a device the kernel cannot
-// throttle is refused with an error saying so.
+// io.max of the pod. A process in the container reading the disk with O_DIRECT is held to the
+// limit; a second apply writes nothing, a limit rewritten behind the writer's back is repaired
+// with one write, clearing removes the kernel's rule, and a device the kernel cannot throttle is
+// refused with an error saying so.
 func TestIOLimits(t *testing.T) {
 	for _, v := range []cgroup.Version{cgroup.V1, cgroup.V2} {
 		t.Run(v.String(), func(t *testing.T) { testIOLimits(t, v) })
@@ -25,14 +74,7 @@ func TestIOLimits(t *testing.T) {
 
 func testIOLimits(t *testing.T, v cgroup.Version) {
 	k := newKernel(t, v, cgroup.Cgroupfs)
-	found, err := blockdev.Find("/proc/self/mountinfo", "/sys", []string{"/"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(found.Devices) == 0 {
-		t.Skipf("no block device to throttle on this machine (%+v): a qemu guest without a disk, or / on a file system without one", found.Skipped)
-	}
-	disk := found.Devices[0]
+	disk, devPath := testDisk(t)
 	r := ref(t, uidS, "Burstable", idS1)
 	k.addContainer(r)
 	pod := r.Pod
@@ -59,6 +101,15 @@ func testIOLimits(t *testing.T, v cgroup.Version) {
 		t.Fatal("setting a limit wrote nothing")
 	}
 	k.wantIO(dir, disk, "1048576", "2097152")
+	ctr := dir
+	if v == cgroup.V2 {
+		// v2 keeps processes in the leaves: the container's cgroup, below the pod's io.max.
+		ctr = k.dirs(r)[0]
+	}
+	// 3 MiB at 1 MiB/s: the kernel lets the first slice through, the rest waits its turn.
+	if took := k.timedRead(devPath, 3<<20, ctr); took < 1500*time.Millisecond {
+		t.Errorf("reading 3 MiB of %s at a 1 MiB/s limit took %s, want at least 1.5 s", devPath, took)
+	}
 	if res, err := k.fs.ApplyIO(pod, []cgroup.ContainerID{r.Container}, []cgroup.Device{disk}, lim); err != nil || len(res.Changes) != 0 {
 		t.Errorf("re-applying: %v, %v; want no write", changes(res), err)
 	}
@@ -83,11 +134,100 @@ func testIOLimits(t *testing.T, v cgroup.Version) {
 		t.Errorf("after clearing, ReadIO = %v, %v; want no limit", got, err)
 	}
 
-	absent := cgroup.Device{Major: disk.Major, Minor: 1<<20 - 1}
+	// The largest major number: no driver registers it (brd and loop would create a missing
+	// minor of theirs on demand).
+	absent := cgroup.Device{Major: 1<<12 - 1, Minor: 0}
 	_, err = k.fs.ApplyIO(pod, []cgroup.ContainerID{r.Container}, []cgroup.Device{absent}, lim)
 	if err == nil || !strings.Contains(err.Error(), "whole disks") {
 		t.Errorf("device %s that does not exist: %v, want the kernel's refusal explained", absent, err)
 	}
+}
+
+// testDisk returns a whole disk to throttle and read, and its /dev path: in the qemu guests the
+// RAM disk their /init loads (brd.ko), elsewhere a loop device the test attaches to an 8 MiB
+// file (detached at cleanup); it skips when there is neither.
+func testDisk(t *testing.T) (cgroup.Device, string) {
+	t.Helper()
+	if raw, err := os.ReadFile("/sys/block/ram0/dev"); err == nil {
+		d, err := cgroup.ParseDevice(strings.TrimSpace(string(raw)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d, "/dev/ram0"
+	}
+	ctl, err := os.OpenFile("/dev/loop-control", os.O_RDWR, 0)
+	if err != nil {
+		t.Skipf("no whole disk to throttle: no RAM disk (the qemu guests' /init loads brd.ko) and no loop devices (%v)", err)
+	}
+	defer ctl.Close()
+	n, err := unix.IoctlRetInt(int(ctl.Fd()), unix.LOOP_CTL_GET_FREE)
+	if err != nil {
+		t.Skipf("no free loop device: %v", err)
+	}
+	path := fmt.Sprintf("/dev/loop%d", n)
+	backing, err := os.CreateTemp(t.TempDir(), "disk")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer backing.Close()
+	if err := backing.Truncate(8 << 20); err != nil {
+		t.Fatal(err)
+	}
+	loop, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Skipf("cannot open %s: %v", path, err)
+	}
+	if err := unix.IoctlSetInt(int(loop.Fd()), unix.LOOP_SET_FD, int(backing.Fd())); err != nil {
+		loop.Close()
+		t.Skipf("cannot attach %s: %v", path, err)
+	}
+	t.Cleanup(func() {
+		if err := unix.IoctlSetInt(int(loop.Fd()), unix.LOOP_CLR_FD, 0); err != nil {
+			t.Errorf("detach %s: %v", path, err)
+		}
+		loop.Close()
+	})
+	var st unix.Stat_t
+	if err := unix.Stat(path, &st); err != nil {
+		t.Fatal(err)
+	}
+	return cgroup.Device{Major: unix.Major(st.Rdev), Minor: unix.Minor(st.Rdev)}, path
+}
+
+// timedRead runs a reader of n bytes of dev in the cgroup dir and returns how long the reads
+// took.
+func (k *kernel) timedRead(dev string, n int, dir string) time.Duration {
+	k.t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%s:%d", readerEnv, dev, n))
+	cmd.Stderr = os.Stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		k.t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		k.t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		k.t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	out := bufio.NewReader(stdout)
+	if line, err := out.ReadString('\n'); err != nil || line != "ready\n" {
+		k.t.Fatalf("reader of %s said %q, %v", dev, line, err)
+	}
+	k.write(dir, "cgroup.procs", strconv.Itoa(cmd.Process.Pid))
+	if _, err := io.WriteString(stdin, "go\n"); err != nil {
+		k.t.Fatal(err)
+	}
+	line, err := out.ReadString('\n')
+	ns, perr := strconv.ParseInt(strings.TrimSpace(line), 10, 64)
+	if err != nil || perr != nil {
+		k.t.Fatalf("reader of %s in %s said %q, %v", dev, dir, line, err)
+	}
+	return time.Duration(ns)
 }
 
 // delegateIO enables the io controller from the test's subtree down to dir's parent (the
