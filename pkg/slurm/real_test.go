@@ -83,7 +83,19 @@ func TestRealSlurmDelegation(t *testing.T) {
 		t.Fatalf("cancelled job %+v: want CANCELLED", j)
 	}
 
-	// 5. Only root releases a job or sets its nodes.
+	// 5. A job's placement options go from its comment into its admin comment; a bad one is
+	// refused at submission, saying what is allowed.
+	opts := s.Sbatch(t, "--comment", "run finegrain.placement=most-loaded finegrain.exclusive=false", "-o", "/dev/null", "--wrap", "true")
+	o, err := s.Job(t, opts).Options()
+	if err != nil || o.Placement != "most-loaded" || o.Exclusive == nil || *o.Exclusive {
+		t.Fatalf("options of job %+v: %+v, %v; want most-loaded, not exclusive", s.Job(t, opts), o, err)
+	}
+	if _, err := s.Runner.Run(ctx, []string{"sbatch", "--comment", "finegrain.placement=packed", "--wrap", "true"}); err == nil ||
+		!strings.Contains(err.Error(), "finegrain.placement=packed is not allowed: use finegrain.placement=least-loaded|most-loaded") {
+		t.Errorf("sbatch with finegrain.placement=packed: %v, want refused with the allowed values", err)
+	}
+
+	// 6. Only root releases a job or sets its nodes.
 	if _, err := user.Lookup("nobody"); err != nil {
 		t.Logf("no user nobody here: the lua refusals are not tried (%v)", err)
 		return

@@ -183,3 +183,32 @@ func BenchmarkParseJobs(b *testing.B) {
 		}
 	}
 }
+
+func TestJobOptions(t *testing.T) {
+	yes, no := true, false
+	for _, tc := range []struct {
+		admin string
+		want  Options
+		err   string
+	}{
+		{"", Options{}, ""},
+		{"someone else's note", Options{}, ""},
+		{"finegrain", Options{}, ""},
+		{"finegrain placement=most-loaded", Options{Placement: "most-loaded"}, ""},
+		{"finegrain placement=least-loaded exclusive=false", Options{Placement: "least-loaded", Exclusive: &no}, ""},
+		{"finegrain exclusive=true", Options{Exclusive: &yes}, ""},
+		{"finegrain placement=packed", Options{}, `has "placement=packed"`},
+		{"finegrain exclusive", Options{}, `has "exclusive"`},
+	} {
+		got, err := (Job{ID: 4, AdminComment: tc.admin}).Options()
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) || !strings.Contains(err.Error(), "Slurm job 4") {
+				t.Errorf("%q: error %v, want one naming job 4 and containing %s", tc.admin, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || !cmp.Equal(got, tc.want) {
+			t.Errorf("%q: %+v, %v; want %+v", tc.admin, got, err, tc.want)
+		}
+	}
+}

@@ -71,9 +71,11 @@ type Options struct {
 	Image string
 	// SchedulerName is the placer's.
 	SchedulerName string
-	// ExclusiveNodes keeps Slurm jobs apart (no other HPC job's pods on a job's nodes).
+	// ExclusiveNodes keeps Slurm jobs apart (no other HPC job's pods on a job's nodes) unless a
+	// job says otherwise (finegrain.exclusive=false in its comment).
 	ExclusiveNodes bool
-	// Placement is the tie-break of every job's placeholders.
+	// Placement is the tie-break of a job's placeholders unless the job names its own
+	// (finegrain.placement=... in its comment).
 	Placement v1alpha1.PlacementPolicy
 	// DefaultMemoryPerCPU sizes the placeholders of a job that asks for no memory (set the
 	// virtual cluster's DefMemPerCPU to the same).
@@ -200,7 +202,14 @@ func (b *Bridge) syncJob(ctx context.Context, cl *Cluster, j slurm.Job, pods []*
 // says in its comment why it waits otherwise.
 func (b *Bridge) syncHeld(ctx context.Context, cl *Cluster, j slurm.Job, a Allocation, pods []*corev1.Pod) ([]Action, error) {
 	if len(pods) == 0 {
-		return []Action{Placed}, b.place(ctx, cl, j, a)
+		o, err := j.Options()
+		if err != nil {
+			if text := CommentPrefix + err.Error(); j.Comment != text {
+				return []Action{Commented}, cl.Slurm.SetComment(ctx, j.ID, text)
+			}
+			return nil, nil
+		}
+		return []Action{Placed}, b.place(ctx, cl, j, a, o)
 	}
 	if len(live(pods)) != a.Pods || len(pods) != a.Pods {
 		// Some placeholder was deleted or failed: start over.
@@ -256,14 +265,21 @@ func (b *Bridge) ready(ctx context.Context, cl *Cluster, pods []*corev1.Pod) (no
 	return nodes, "", nil
 }
 
-// place creates a held job's PodGroup, then its pods.
-func (b *Bridge) place(ctx context.Context, cl *Cluster, j slurm.Job, a Allocation) error {
+// place creates a held job's PodGroup, then its pods, with the job's placement options (the
+// bridge's where the job gives none).
+func (b *Bridge) place(ctx context.Context, cl *Cluster, j slurm.Job, a Allocation, o slurm.Options) error {
 	if len(cl.Nodes) == 0 {
 		return fmt.Errorf("the virtual cluster has no slurmd running: job %s waits", j.ID)
 	}
 	spec := &placeholderSpec{namespace: cl.Namespace, cluster: cl.Name, owner: cl.UID, job: j.ID, image: b.opts.Image,
 		schedulerName: b.opts.SchedulerName, nodes: slices.Collect(maps.Keys(cl.Nodes)), exclusive: b.opts.ExclusiveNodes,
 		placement: b.opts.Placement}
+	if o.Placement != "" {
+		spec.placement = v1alpha1.PlacementPolicy(o.Placement)
+	}
+	if o.Exclusive != nil {
+		spec.exclusive = *o.Exclusive
+	}
 	if a.Pods > 1 {
 		spec.hostPort = b.opts.HostPort
 	}

@@ -285,6 +285,26 @@ func TestReconcileBothWays(t *testing.T) {
 	h.sync(map[slurm.JobID][]Action{1: {Placed}, 2: {Placed}, 3: {Placed}})
 }
 
+// A job's own placement options (its admin comment, as job_submit.lua wrote it from its
+// comment) win over the bridge's; a malformed admin comment keeps the job waiting, saying why.
+func TestJobOptions(t *testing.T) {
+	spread := heldJob(1, 1, 1, 0)
+	spread.AdminComment = "finegrain placement=least-loaded exclusive=false"
+	bad := heldJob(2, 1, 1, 0)
+	bad.AdminComment = "finegrain placement=packed"
+	h := newHarness(t, spread, bad)
+	h.sync(map[slurm.JobID][]Action{1: {Placed}, 2: {Commented}})
+	p := h.pods()[0]
+	if d := cmp.Diff(map[string]string{v1alpha1.AnnotationPlacement: "least-loaded"}, p.Annotations); d != "" {
+		t.Errorf("annotations (-want +got):\n%s", d)
+	}
+	if got := h.slurm.jobs[2].Comment; !strings.Contains(got, `has "placement=packed"`) {
+		t.Errorf("comment of the job with a bad admin comment %q", got)
+	}
+	// The bad one is told once; the placed one waits for the placer.
+	h.sync(map[slurm.JobID][]Action{1: {Commented}})
+}
+
 func podNames(pods []corev1.Pod) []string {
 	var out []string
 	for _, p := range pods {
