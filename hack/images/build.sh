@@ -6,7 +6,9 @@
 #                                   stamped with hack/version.sh's version
 #   localhost/finegrain-worker:dev  what test and benchmark pods run: pause (the default
 #                                   entrypoint, an idle workload), podlister (the e2e suite's
-#                                   in-cluster API client) and fgworker (bench/worker: DGEMM/STREAM)
+#                                   in-cluster API client), fgworker (bench/worker: DGEMM/STREAM)
+#                                   and cpuservice (bench/cpuservice: a CPU-bound HTTP service with
+#                                   a latency histogram and p99 gauge, issue 20's service objectives)
 #   localhost/finegrain-mpi:dev     MPI workers and launchers: Debian 12 with Open MPI, MPICH, HPCC
 #                                   and OpenSSH (hack/images/mpi.sh, cached; images/mpi/README.md)
 # With --import, also imports them into the running local cluster (make images does).
@@ -35,6 +37,9 @@ gobuild -o "$bin/" "${tools[@]}" || die "go build of ${tools[*]} failed"
 if [ -d bench/worker ]; then
   gobuild -o "$bin/fgworker" ./bench/worker || die "go build of ./bench/worker failed"
 fi
+if [ -d bench/cpuservice ]; then
+  gobuild -o "$bin/cpuservice" ./bench/cpuservice || die "go build of ./bench/cpuservice failed"
+fi
 # Each command on its own: one that does not build yet (work in progress in a shared tree) is
 # left out of the image with a warning instead of blocking the cluster. CI cannot get this far
 # with a broken command: make test vets every package first.
@@ -50,6 +55,7 @@ ocibuild -name localhost/finegrain-pause:dev -o "$out/pause.tar" -entrypoint /pa
 
 worker_files=("/usr/local/bin/pause=$bin/pause" "/usr/local/bin/podlister=$bin/podlister")
 [ ! -x "$bin/fgworker" ] || worker_files+=("/usr/local/bin/fgworker=$bin/fgworker")
+[ ! -x "$bin/cpuservice" ] || worker_files+=("/usr/local/bin/cpuservice=$bin/cpuservice")
 ocibuild -name localhost/finegrain-worker:dev -o "$out/worker.tar" -entrypoint /usr/local/bin/pause \
   -env "$path_env" -dir /tmp "${worker_files[@]}"
 
