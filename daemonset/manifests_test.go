@@ -129,7 +129,7 @@ func TestPlacerRBAC(t *testing.T) {
 		"finegrain.dev/hpcjobs/status":                {"patch"},
 		"finegrain.dev/hpcjobs/finalizers":            {"update"},
 		"/nodes":                                      {"list", "watch"},
-		"scheduling.x-k8s.io/podgroups":               {"list", "watch"},
+		"scheduling.x-k8s.io/podgroups":               {"list", "watch", "create", "delete"},
 		"scheduling.x-k8s.io/podgroups/status":        {"patch"},
 		"scheduling.k8s.io/priorityclasses":           {"list", "watch"},
 		"topology.node.k8s.io/noderesourcetopologies": {"list", "watch"},

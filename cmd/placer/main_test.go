@@ -194,3 +194,19 @@ func TestSlurmPortRangeFlag(t *testing.T) {
 		t.Errorf("bad port range: exit %d, %q", code, errOut)
 	}
 }
+
+// The Slurm delegation bridge's flags: on every 250 ms, exclusive, least-loaded, the pause
+// image by default; each settable, and a placement policy other than the two refused.
+func TestSlurmBridgeFlags(t *testing.T) {
+	o, _ := parseRun(t)
+	if sb := o.placer.SlurmBridge; sb.Interval != 250*time.Millisecond || !sb.ExclusiveNodes || sb.Placement != "least-loaded" || sb.Image != "localhost/finegrain-pause:dev" {
+		t.Errorf("defaults %+v", sb)
+	}
+	o, _ = parseRun(t, "--slurm-bridge-interval=0", "--slurm-exclusive-nodes=false", "--slurm-placement=most-loaded", "--slurm-placeholder-image=pause:x")
+	if sb := o.placer.SlurmBridge; sb.Interval != 0 || sb.ExclusiveNodes || sb.Placement != "most-loaded" || sb.Image != "pause:x" {
+		t.Errorf("set %+v", sb)
+	}
+	if code, _, errOut := placerCmd("run", "--slurm-placement", "packed"); code != 2 || !strings.Contains(errOut, "want least-loaded or most-loaded") {
+		t.Errorf("bad placement: exit %d, %q", code, errOut)
+	}
+}

@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/finegrain-dev/finegrain/internal/cli"
+	"github.com/finegrain-dev/finegrain/pkg/apis/finegrain/v1alpha1"
 	"github.com/finegrain-dev/finegrain/pkg/mpi"
 	"github.com/finegrain-dev/finegrain/pkg/placer"
 	"github.com/finegrain-dev/finegrain/pkg/placer/elastic"
@@ -106,6 +107,18 @@ func addRunFlags(fs *pflag.FlagSet, o *runOptions) {
 		opts.VirtualClusters.Ports = r
 		return err
 	})
+	sb := &opts.SlurmBridge
+	fs.DurationVar(&sb.Interval, "slurm-bridge-interval", sb.Interval, "how often the Slurm delegation bridge reads each virtual cluster's jobs (squeue): how soon a new job is placed and an ended job's placeholders go (0: the bridge is off)")
+	fs.BoolVar(&sb.ExclusiveNodes, "slurm-exclusive-nodes", sb.ExclusiveNodes, "keep Slurm jobs' placeholders off nodes of other HPC jobs, unless a job's comment says finegrain.exclusive=false")
+	fs.Func("slurm-placement", fmt.Sprintf("`POLICY` of Slurm jobs' placeholders, least-loaded or most-loaded, unless a job's comment says finegrain.placement=... (default %s)", sb.Placement), func(v string) error {
+		switch p := v1alpha1.PlacementPolicy(v); p {
+		case v1alpha1.LeastLoaded, v1alpha1.MostLoaded:
+			sb.Placement = p
+			return nil
+		}
+		return fmt.Errorf("want least-loaded or most-loaded")
+	})
+	fs.StringVar(&sb.Image, "slurm-placeholder-image", sb.Image, "image of Slurm jobs' placeholder pods: anything that sleeps and stops at once on SIGTERM")
 	fs.TextVar(&o.logLevel, "log-level", slog.LevelInfo, "log `LEVEL`: debug, info, warn or error")
 }
 

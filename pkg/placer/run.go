@@ -1,8 +1,9 @@
 // Package placer runs finegrain's central placer: it connects to the API server, checks that
 // the HPCJob and NodeResourceTopology APIs are served, takes a Lease so that one replica leads,
 // serves Prometheus metrics and health, and runs the controller, the service objective loop
-// (objectives) and the virtual cluster controller (vcluster) while it leads. The placement logic
-// lives in the sub-packages (hpcjob, plan, snapshot, queue, controller, objectives, vcluster);
+// (objectives), the virtual cluster controller (vcluster) and the Slurm delegation bridge
+// (slurmbridge) while it leads. The placement logic lives in the sub-packages (hpcjob, plan,
+// snapshot, queue, controller, objectives, vcluster, slurmbridge);
 // this package only wires them to a cluster.
 package placer
 
@@ -36,6 +37,7 @@ import (
 	"github.com/finegrain-dev/finegrain/pkg/apis/finegrain/v1alpha1"
 	"github.com/finegrain-dev/finegrain/pkg/placer/controller"
 	"github.com/finegrain-dev/finegrain/pkg/placer/objectives"
+	"github.com/finegrain-dev/finegrain/pkg/placer/slurmbridge"
 	"github.com/finegrain-dev/finegrain/pkg/placer/vcluster"
 	"github.com/finegrain-dev/finegrain/pkg/report/nrt"
 )
@@ -60,6 +62,8 @@ type Options struct {
 	Objectives objectives.Options
 	// VirtualClusters tune the virtual cluster controller.
 	VirtualClusters vcluster.Options
+	// SlurmBridge tunes the delegation bridge between virtual clusters' Slurm and the placer.
+	SlurmBridge slurmbridge.Options
 }
 
 // DefaultOptions are the flags' defaults.
@@ -76,6 +80,7 @@ func DefaultOptions() Options {
 		Controller:      controller.DefaultOptions(),
 		Objectives:      objectives.DefaultOptions(),
 		VirtualClusters: vcluster.DefaultOptions(),
+		SlurmBridge:     slurmbridge.DefaultOptions(),
 	}
 }
 
@@ -114,7 +119,14 @@ func Run(ctx context.Context, opts Options, log *slog.Logger) error {
 		return err
 	}
 	vc := vcluster.New(kube, dyn, vcluster.NewAPIExecer(cfg, kube), recorder, log, opts.VirtualClusters)
-	return runLeading(ctx, opts, log, kube, leaderWork{placer: c, side: []sideLoop{o, vc}}, reg)
+	bridge := slurmbridge.NewLoop(cfg, kube, dyn, log, withSchedulerName(opts.SlurmBridge, opts.Controller.SchedulerName))
+	return runLeading(ctx, opts, log, kube, leaderWork{placer: c, side: []sideLoop{o, vc, bridge}}, reg)
+}
+
+// withSchedulerName gives the bridge's placeholders the placer's scheduler name.
+func withSchedulerName(o slurmbridge.Options, name string) slurmbridge.Options {
+	o.SchedulerName = name
+	return o
 }
 
 // sideLoop is a loop that runs beside the placer's controller while this replica leads (each
@@ -125,7 +137,7 @@ type sideLoop interface {
 }
 
 // leaderWork is what runs while this replica leads: the placer's controller, the service
-// objective loop and the virtual cluster controller.
+// objective loop, the virtual cluster controller and the Slurm delegation bridge.
 type leaderWork struct {
 	placer *controller.Controller
 	side   []sideLoop

@@ -131,8 +131,8 @@ const (
 )
 
 // Sync is one pass over a virtual cluster: it reads its jobs and its placeholders and makes them
-// agree (the rules of docs/slurm-delegation.md). It returns what it did by job; an error of one
-// job does not stop the others.
+// agree (the rules of docs/slurm-delegation.md). It returns what it did by job (a job whose
+// action failed is in the error instead); an error of one job does not stop the others.
 func (b *Bridge) Sync(ctx context.Context, cl *Cluster) (map[slurm.JobID][]Action, error) {
 	jobs, err := cl.Slurm.Jobs(ctx)
 	if err != nil {
@@ -148,11 +148,11 @@ func (b *Bridge) Sync(ctx context.Context, cl *Cluster) (map[slurm.JobID][]Actio
 		pods := byJob[j.ID]
 		delete(byJob, j.ID)
 		acts, err := b.syncJob(ctx, cl, j, pods)
-		if len(acts) > 0 {
-			done[j.ID] = acts
-		}
-		if err != nil {
+		switch {
+		case err != nil:
 			errs = append(errs, fmt.Errorf("virtual cluster %s/%s, Slurm job %s: %w", cl.Namespace, cl.Name, j.ID, err))
+		case len(acts) > 0:
+			done[j.ID] = acts
 		}
 	}
 	// Placeholders of jobs slurmctld no longer knows.
@@ -287,12 +287,21 @@ func (b *Bridge) place(ctx context.Context, cl *Cluster, j slurm.Job, a Allocati
 	if err != nil {
 		return err
 	}
-	_, err = b.dyn.Resource(schedv1alpha1.GroupVersionResource).Namespace(cl.Namespace).Create(ctx, pg, metav1.CreateOptions{})
-	if err != nil && !apierrors.IsAlreadyExists(err) {
+	pgs := b.dyn.Resource(schedv1alpha1.GroupVersionResource).Namespace(cl.Namespace)
+	if _, err = pgs.Create(ctx, pg, metav1.CreateOptions{}); apierrors.IsAlreadyExists(err) {
+		err = b.checkOwned(ctx, cl, "PodGroup", a.Group, func() (metav1.Object, error) { return pgs.Get(ctx, a.Group, metav1.GetOptions{}) })
+	}
+	if err != nil {
 		return fmt.Errorf("create PodGroup %s/%s: %w", cl.Namespace, a.Group, err)
 	}
 	for _, p := range spec.pods(a) {
-		if _, err := b.kube.CoreV1().Pods(cl.Namespace).Create(ctx, p, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		_, err := b.kube.CoreV1().Pods(cl.Namespace).Create(ctx, p, metav1.CreateOptions{})
+		if apierrors.IsAlreadyExists(err) {
+			err = b.checkOwned(ctx, cl, "pod", p.Name, func() (metav1.Object, error) {
+				return b.kube.CoreV1().Pods(cl.Namespace).Get(ctx, p.Name, metav1.GetOptions{})
+			})
+		}
+		if err != nil {
 			return fmt.Errorf("create placeholder pod %s/%s: %w", cl.Namespace, p.Name, err)
 		}
 	}
@@ -313,11 +322,38 @@ func (b *Bridge) release(ctx context.Context, cl *Cluster, id slurm.JobID, pods 
 		}
 	}
 	group := groupName(cl.Name, id)
-	err := b.dyn.Resource(schedv1alpha1.GroupVersionResource).Namespace(cl.Namespace).Delete(ctx, group, metav1.DeleteOptions{})
-	if err != nil && !apierrors.IsNotFound(err) {
+	pgs := b.dyn.Resource(schedv1alpha1.GroupVersionResource).Namespace(cl.Namespace)
+	pg, err := pgs.Get(ctx, group, metav1.GetOptions{})
+	if err == nil && ownedBy(cl, pg) {
+		uid := pg.GetUID()
+		err = pgs.Delete(ctx, group, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
+	}
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 		errs = append(errs, fmt.Errorf("delete PodGroup %s/%s: %w", cl.Namespace, group, err))
 	}
 	return errors.Join(errs...)
+}
+
+// checkOwned says whether an object that already exists under a placeholder's name is the
+// bridge's (made by an earlier pass): nil if the cluster's VirtualCluster owns it, else an error
+// naming it, so that a look-alike is never taken for the bridge's own.
+func (b *Bridge) checkOwned(ctx context.Context, cl *Cluster, kind, name string, get func() (metav1.Object, error)) error {
+	o, err := get()
+	if err != nil {
+		return err
+	}
+	if !ownedBy(cl, o) {
+		return fmt.Errorf("%s %s/%s exists and is not virtual cluster %s's: the bridge leaves it alone and the job waits; delete or rename it", kind, cl.Namespace, name, cl.Name)
+	}
+	return nil
+}
+
+// ownedBy reports whether the cluster's VirtualCluster owns an object (any object, when the
+// cluster has no UID).
+func ownedBy(cl *Cluster, o metav1.Object) bool {
+	return cl.UID == "" || slices.ContainsFunc(o.GetOwnerReferences(), func(r metav1.OwnerReference) bool {
+		return r.UID == cl.UID && r.Kind == virtualClusterKind.Kind
+	})
 }
 
 // placeholders lists the virtual cluster's placeholder pods by job, those being deleted left
@@ -343,15 +379,7 @@ func (b *Bridge) placeholders(ctx context.Context, cl *Cluster) (map[slurm.JobID
 // owns reports whether a pod is one the bridge made for the cluster: its scheduler is the
 // placer's and it is owned by the cluster's VirtualCluster (when the cluster has a UID).
 func (b *Bridge) owns(cl *Cluster, p *corev1.Pod) bool {
-	if p.Spec.SchedulerName != b.opts.SchedulerName {
-		return false
-	}
-	if cl.UID == "" {
-		return true
-	}
-	return slices.ContainsFunc(p.OwnerReferences, func(o metav1.OwnerReference) bool {
-		return o.UID == cl.UID && o.Kind == virtualClusterKind.Kind
-	})
+	return p.Spec.SchedulerName == b.opts.SchedulerName && ownedBy(cl, p)
 }
 
 // live returns the pods that have not terminated.

@@ -324,3 +324,38 @@ func equalResources(a, b corev1.ResourceList) bool {
 	}
 	return true
 }
+
+// Objects that only bear a placeholder's name are never taken for the bridge's: a held job whose
+// PodGroup name is taken waits with an error naming the squatter; an ended job's placeholders go
+// but a PodGroup of its name that the VirtualCluster does not own stays.
+func TestLookAlikesLeftAlone(t *testing.T) {
+	ended := heldJob(6, 1, 1, 0)
+	ended.State = slurm.StateCompleted
+	h := newHarness(t, heldJob(5, 1, 1, 0), ended)
+	pgs := h.dyn.Resource(schedv1alpha1.GroupVersionResource).Namespace("hpc")
+	for _, name := range []string{"vc1-slurm-5", "vc1-slurm-6"} {
+		pg := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup",
+			"metadata": map[string]any{"name": name, "namespace": "hpc"}, "spec": map[string]any{"minMember": int64(1)}}}
+		if _, err := pgs.Create(context.Background(), pg, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mine := (&placeholderSpec{namespace: "hpc", cluster: "vc1", owner: "vc-uid", job: 6, schedulerName: v1alpha1.DefaultSchedulerName, nodes: []string{"k1"}}).
+		pods(Allocation{Group: "vc1-slurm-6", Pods: 1, CPUs: 1, Memory: 1 << 20})
+	if _, err := h.kube.CoreV1().Pods("hpc").Create(context.Background(), mine[0], metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	acts, err := h.b.Sync(context.Background(), h.cl)
+	if err == nil || !strings.Contains(err.Error(), "PodGroup hpc/vc1-slurm-5 exists and is not virtual cluster vc1's") {
+		t.Fatalf("Sync error %v, want one naming the squatting PodGroup", err)
+	}
+	if d := cmp.Diff(map[slurm.JobID][]Action{6: {Released}}, acts); d != "" {
+		t.Errorf("actions (-want +got):\n%s", d)
+	}
+	if got := podNames(h.pods()); len(got) != 0 {
+		t.Errorf("pods %v, want none: job 5 gets none beside a foreign PodGroup, job 6's went", got)
+	}
+	if got := h.podGroups(); !slices.Equal(got, []string{"vc1-slurm-5", "vc1-slurm-6"}) {
+		t.Errorf("PodGroups %v, want both look-alikes kept", got)
+	}
+}

@@ -240,11 +240,28 @@ func eventTime(e *corev1.Event) time.Time {
 	return e.LastTimestamp.Time
 }
 
-// RunInCluster runs the bridge for every virtual cluster of the cluster cfg names until ctx ends:
-// pins from the node agents' NodeResourceTopology objects, the placer's reasons from its events
-// (read at most once a second a pod), Slurm through exec into each slurmctld pod. The placer
-// calls it while it leads.
-func RunInCluster(ctx context.Context, cfg *rest.Config, kube kubernetes.Interface, dyn dynamic.Interface, log *slog.Logger, opts Options) {
-	b := New(kube, dyn, NRTPins{Dyn: dyn}, &EventWaits{Kube: kube, Every: time.Second}, log, opts)
-	b.Run(ctx, func(ctx context.Context) ([]*Cluster, error) { return ClustersFromPods(ctx, cfg, kube) })
+// Loop runs the bridge for every virtual cluster of a cluster, as a side loop of the placer
+// while it leads: pins from the node agents' NodeResourceTopology objects, the placer's reasons
+// from its events (read at most once a second a pod), Slurm through exec into each slurmctld pod.
+type Loop struct {
+	cfg    *rest.Config
+	kube   kubernetes.Interface
+	bridge *Bridge
 }
+
+// NewLoop makes the loop; an Interval of 0 turns it off.
+func NewLoop(cfg *rest.Config, kube kubernetes.Interface, dyn dynamic.Interface, log *slog.Logger, opts Options) *Loop {
+	return &Loop{cfg: cfg, kube: kube, bridge: New(kube, dyn, NRTPins{Dyn: dyn}, &EventWaits{Kube: kube, Every: time.Second}, log, opts)}
+}
+
+// Run runs the bridge until ctx ends.
+func (l *Loop) Run(ctx context.Context) error {
+	if l.bridge.opts.Interval <= 0 {
+		return nil
+	}
+	l.bridge.Run(ctx, func(ctx context.Context) ([]*Cluster, error) { return ClustersFromPods(ctx, l.cfg, l.kube) })
+	return nil
+}
+
+// HasSynced is true: the bridge keeps no cache (it lists what it needs on every pass).
+func (l *Loop) HasSynced() bool { return true }

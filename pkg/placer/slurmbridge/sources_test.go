@@ -2,6 +2,8 @@ package slurmbridge
 
 import (
 	"context"
+	"io"
+	"log/slog"
 	"testing"
 	"time"
 
@@ -132,5 +134,35 @@ func TestEventWaits(t *testing.T) {
 	w.Every = 0
 	if why, _ = w.Why(context.Background(), pod); why != "newest" {
 		t.Fatalf("Why = %q, want newest", why)
+	}
+}
+
+// The loop is off at interval 0, and otherwise passes over the clusters it finds until its
+// context ends.
+func TestLoop(t *testing.T) {
+	kube := fake.NewClientset()
+	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), nil)
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	off := DefaultOptions()
+	off.Interval = 0
+	if err := NewLoop(&rest.Config{}, kube, dyn, log, off).Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	on := DefaultOptions()
+	on.Interval = 5 * time.Millisecond
+	l := NewLoop(&rest.Config{}, kube, dyn, log, on)
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if err := l.Run(ctx); err != nil || !l.HasSynced() {
+		t.Fatalf("Run = %v, HasSynced %v", err, l.HasSynced())
+	}
+	lists := 0
+	for _, a := range kube.Actions() {
+		if a.Matches("list", "pods") {
+			lists++
+		}
+	}
+	if lists < 2 {
+		t.Errorf("%d pod listings in 50 ms at a 5 ms interval, want several passes", lists)
 	}
 }
