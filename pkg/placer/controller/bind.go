@@ -108,9 +108,16 @@ func (c *Controller) start(ctx context.Context, op *bindOp) {
 	}()
 }
 
+// slot takes one of the API call slots, and reports false once ctx has ended (even when a slot
+// was free too: select chooses at random among ready cases, and a stopping placer makes no
+// call more).
 func (c *Controller) slot(ctx context.Context) bool {
 	select {
 	case c.apiSlots <- struct{}{}:
+		if ctx.Err() != nil {
+			c.release()
+			return false
+		}
 		return true
 	case <-ctx.Done():
 		return false

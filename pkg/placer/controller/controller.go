@@ -419,17 +419,23 @@ func (c *Controller) onJob(obj any) {
 }
 
 // Run starts the informers and runs the loop until ctx ends; it waits for bindings in flight
-// before it returns.
+// before it returns. An end before the caches synced is a shutdown like any other, not an error.
+// Once ctx has ended the loop makes no decision more: a binding or rescale that the cancellation
+// cut short is left to the next leader, which finds it in the objects (interruptedRescale), and
+// the stopping placer neither rolls it back nor writes about it.
 func (c *Controller) Run(ctx context.Context) error {
 	c.kubeInformers.Start(ctx.Done())
 	c.dynInformers.Start(ctx.Done())
 	c.eventInformers.Start(ctx.Done())
 	if !cache.WaitForCacheSync(ctx.Done(), c.synced...) {
-		return ctx.Err()
+		return nil
 	}
 	c.log.Info("placer caches synced", "scheduler", c.opts.SchedulerName)
 	defer c.binds.Wait()
 	for {
+		if ctx.Err() != nil {
+			return nil
+		}
 		c.drain(ctx)
 		if ctx.Err() != nil {
 			return nil
@@ -497,6 +503,9 @@ func (c *Controller) drain(ctx context.Context) {
 		jobs[k] = true
 	}
 	for k := range jobs {
+		if ctx.Err() != nil {
+			return
+		}
 		c.syncJob(ctx, k)
 	}
 	for k := range gangs {

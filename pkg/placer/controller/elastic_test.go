@@ -386,8 +386,12 @@ func TestInterruptedGrowthIsRolledBack(t *testing.T) {
 			fresh[p.Name] = p.UID
 		}
 	}
-	h.restartController()
 	want := "Warning RescaleInterrupted el: the placer restarted during a rescale; the job keeps its 2 workers (2 new workers deleted, its hostfile published again)"
+	h.stop()
+	if h.rec.find(want) || h.condition("hpc", "el", ConditionRescaling).Status != metav1.ConditionTrue {
+		t.Fatal("the stopping placer rolled the growth back itself; only the next one may")
+	}
+	h.restartController()
 	h.eventually("the growth rolled back", func() bool { return h.rec.find(want) })
 	h.eventually("its new workers deleted", func() bool {
 		for _, p := range h.pods("hpc") {
