@@ -102,13 +102,12 @@ func TestSamplerNamesProcessWhenGone(t *testing.T) {
 }
 
 // TestSamplerSeesRealThread pins a locked thread to one CPU, lets it run and block, and checks
-// the sampler saw it there and counted its voluntary switches.
+// the sampler saw it there and counted its voluntary switches. The window starts once the thread
+// is locked and pinned: a thread the runtime makes after Start gets its baseline at the first
+// Sample, and the switches before that would not count.
 func TestSamplerSeesRealThread(t *testing.T) {
 	s, err := NewSampler("/proc", os.Getpid())
 	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Start(); err != nil {
 		t.Fatal(err)
 	}
 	runtime.LockOSThread()
@@ -131,6 +130,9 @@ func TestSamplerSeesRealThread(t *testing.T) {
 		}
 		_ = unix.SchedSetaffinity(0, &all)
 	}()
+	if err := s.Start(); err != nil {
+		t.Fatal(err)
+	}
 	for i := 0; i < 5; i++ {
 		time.Sleep(time.Millisecond)
 	}
