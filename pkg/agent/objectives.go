@@ -35,7 +35,7 @@ var (
 
 // objectiveProbeInterval is how often the agent asks again whether the API server serves
 // ServiceObjectives, while it does not (the CRD is not installed).
-const objectiveProbeInterval = 30 * time.Second
+const objectiveProbeInterval = 10 * time.Second
 
 // ObjectiveSource tells the agent the I/O bandwidth the ServiceObjectives give the pods of its
 // node. Objectives is the real one.
@@ -91,7 +91,7 @@ func (o *Objectives) Changed() <-chan struct{} { return o.changed }
 // Generation implements ObjectiveSource.
 func (o *Objectives) Generation() (uint64, bool) { return o.gen.Load(), o.synced.Load() }
 
-// Run waits until the API server serves ServiceObjectives (asking every 30 s and saying once why
+// Run waits until the API server serves ServiceObjectives (asking every 10 s and saying once why
 // not), then runs an informer on them until ctx is done.
 func (o *Objectives) Run(ctx context.Context) {
 	res := o.dyn.Resource(v1alpha1.ServiceObjectiveGroupVersionResource)
