@@ -190,7 +190,9 @@ func superviseAll(daemons []daemon, sigs <-chan os.Signal, started func(int) err
 			stop()
 			return statusNotFound, fmt.Errorf("cannot run %s: %w (PATH=%s)", d.Argv[0], err, os.Getenv("PATH"))
 		}
-		pid, err := syscall.ForkExec(path, d.Argv, &syscall.ProcAttr{Env: os.Environ(), Files: []uintptr{0, 1, 2},
+		// argv[0] absolute: sshd re-executes itself through it.
+		argv := append([]string{path}, d.Argv[1:]...)
+		pid, err := syscall.ForkExec(path, argv, &syscall.ProcAttr{Env: os.Environ(), Files: []uintptr{0, 1, 2},
 			Sys: &syscall.SysProcAttr{Credential: d.Credential}})
 		if err != nil {
 			stop()
