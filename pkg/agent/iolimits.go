@@ -113,6 +113,7 @@ func (a *Agent) enforcePodIO(ctx context.Context, pod *corev1.Pod, ref cgroup.Po
 		bps, key, err := a.d.Objectives.PodIOBandwidth(lctx, pod)
 		cancel()
 		if err != nil {
+			st.gen = 0
 			a.ioFailed(pod, st, fmt.Errorf("pod %s: find its ServiceObjective: %w", name, err), rep)
 			return
 		}
@@ -123,7 +124,12 @@ func (a *Agent) enforcePodIO(ctx context.Context, pod *corev1.Pod, ref cgroup.Po
 		st.gen, st.objective, st.want = gen, key, want
 	}
 	ctrs := a.podContainerIDs(string(pod.UID))
-	if st.written && len(ctrs) == st.ctrs && !full {
+	switch {
+	case full:
+	case st.written && len(ctrs) == st.ctrs:
+		return
+	case decided && st.lastErr != "":
+		// A write that failed is retried at the next full resync or decision, not every tick.
 		return
 	}
 	res, err := a.d.IO.ApplyIO(ref, ctrs, a.d.IODevices, st.want)
@@ -163,11 +169,11 @@ func (a *Agent) enforcePodIO(ctx context.Context, pod *corev1.Pod, ref cgroup.Po
 	st.limited = st.want != (cgroup.IOLimit{})
 }
 
-// ioFailed counts, logs and reports (once per distinct message) a failed I/O step; the next
-// tick retries it.
+// ioFailed counts, logs and reports (once per distinct message) a failed I/O step: a failed
+// lookup is retried at the next tick, a failed write at the next full resync or decision.
 func (a *Agent) ioFailed(pod *corev1.Pod, st *ioPod, err error, rep *IOReport) {
 	rep.Errors = append(rep.Errors, err)
-	st.written, st.gen = false, 0
+	st.written = false
 	a.hooks.Failed(ErrIOLimit)
 	if msg := err.Error(); msg != st.lastErr {
 		st.lastErr = msg

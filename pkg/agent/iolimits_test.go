@@ -159,7 +159,8 @@ func TestIOLimitsFollowObjectives(t *testing.T) {
 }
 
 // TestIOLimitsRestartAndErrors: a restarted agent (no memory) re-applies every pod once, writing
-// only where the cgroups differ; a failing write is counted, reported once and retried.
+// only where the cgroups differ; a failing write is counted, reported once, and retried at each
+// full resync, not at every tick.
 func TestIOLimitsRestartAndErrors(t *testing.T) {
 	objs := &fakeObjectives{bps: map[string]uint64{"web": 5_000_000}, synced: true, gen: 1}
 	fio := &fakeIO{have: map[cgroup.PodUID]cgroup.IOLimit{}}
@@ -173,9 +174,16 @@ func TestIOLimitsRestartAndErrors(t *testing.T) {
 
 	fio.fail = errors.New("write io.max: no such device")
 	objs.set("web", 6_000_000)
-	for i := 0; i < 3; i++ {
-		if rep := e.a.enforceIO(ctx, false); len(rep.Errors) != 1 {
-			t.Fatalf("try %d: %+v, want the error", i, rep)
+	if rep := e.a.enforceIO(ctx, false); len(rep.Errors) != 1 {
+		t.Fatalf("%+v, want the error", rep)
+	}
+	n := fio.ncalls()
+	if rep := e.a.enforceIO(ctx, false); len(rep.Errors) != 0 || fio.ncalls() != n {
+		t.Errorf("the tick after a failed write: %+v, %d writes; want it left to the full resync", rep, fio.ncalls()-n)
+	}
+	for i := 0; i < 2; i++ {
+		if rep := e.a.enforceIO(ctx, true); len(rep.Errors) != 1 {
+			t.Fatalf("full resync %d: %+v, want the error again", i, rep)
 		}
 	}
 	if got := e.hooks.failures[ErrIOLimit]; got != 3 {
@@ -185,7 +193,7 @@ func TestIOLimitsRestartAndErrors(t *testing.T) {
 		t.Errorf("events %v, want one %s for three identical failures", evs, ReasonIOLimitFailed)
 	}
 	fio.fail = nil
-	if rep := e.a.enforceIO(ctx, false); len(rep.Limited) != 1 {
+	if rep := e.a.enforceIO(ctx, true); len(rep.Limited) != 1 {
 		t.Errorf("after the failure ends: %+v, want ns/web limited", rep)
 	}
 }
