@@ -14,6 +14,7 @@ package vcluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -191,6 +192,8 @@ func (c *Controller) Run(ctx context.Context) error {
 		err := c.reconcile(ctx, key)
 		c.queue.Done(key)
 		switch {
+		case errors.Is(err, errGone):
+			c.queue.Forget(key)
 		case err != nil:
 			c.log.Info("virtual cluster not reconciled; retrying", "virtualCluster", key, "err", err)
 			c.queue.AddRateLimited(key)

@@ -96,7 +96,7 @@ func TestVirtualClusterObjects(t *testing.T) {
 func TestVirtualClustersGetTheirOwnPorts(t *testing.T) {
 	squatter := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "squatter", Namespace: "other"},
-		Spec: corev1.PodSpec{NodeName: "node-b", HostNetwork: true, Containers: []corev1.Container{{Name: "c", Ports: []corev1.ContainerPort{{ContainerPort: 21020}}}}},
+		Spec:       corev1.PodSpec{NodeName: "node-b", HostNetwork: true, Containers: []corev1.Container{{Name: "c", Ports: []corev1.ContainerPort{{ContainerPort: 21020}}}}},
 	}
 	h := newHarness(t, vcObject("alice", map[string]any{}), vcObject("bob", map[string]any{}), squatter)
 	h.reconcile("alice")
@@ -210,5 +210,14 @@ func TestVirtualClusterInvalidOrWithoutNodes(t *testing.T) {
 	}
 	if pods, _ := h.c.pods.Pods(ns).List(everything); len(pods) != 0 {
 		t.Errorf("%d pods made", len(pods))
+	}
+}
+
+// A deleted virtual cluster is gone for good: the loop forgets it instead of looking again every
+// period (its objects go with it through their owner references).
+func TestDeletedVirtualClusterIsForgotten(t *testing.T) {
+	h := newHarness(t)
+	if err := h.c.reconcile(context.Background(), ns+"/nobody"); !errors.Is(err, errGone) {
+		t.Errorf("reconcile of a missing virtual cluster: %v, want errGone", err)
 	}
 }

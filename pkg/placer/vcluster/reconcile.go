@@ -39,6 +39,9 @@ const (
 	ReasonNodesNotReady        = "NodesNotReady"
 )
 
+// errGone says the virtual cluster no longer exists: nothing to do, and no reason to look again.
+var errGone = errors.New("virtual cluster gone")
+
 // errNotOwned marks an object of a virtual cluster's name that the virtual cluster does not own.
 var errNotOwned = errors.New("not owned")
 
@@ -52,7 +55,7 @@ func (c *Controller) reconcile(ctx context.Context, key string) error {
 	}
 	obj, err := c.clusters.ByNamespace(ns).Get(name)
 	if apierrors.IsNotFound(err) {
-		return nil
+		return errGone
 	}
 	if err != nil {
 		return err
