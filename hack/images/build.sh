@@ -6,7 +6,8 @@
 #                                   stamped with hack/version.sh's version
 #   localhost/finegrain-worker:dev  what test and benchmark pods run: pause (the default
 #                                   entrypoint, an idle workload), podlister (the e2e suite's
-#                                   in-cluster API client), fgworker (bench/worker: DGEMM/STREAM)
+#                                   in-cluster API client), gauge (the e2e suite's service with a
+#                                   Prometheus gauge it sets), fgworker (bench/worker: DGEMM/STREAM)
 #                                   and cpuservice (bench/cpuservice: a CPU-bound HTTP service with
 #                                   a latency histogram and p99 gauge, issue 20's service objectives)
 #   localhost/finegrain-mpi:dev     MPI workers and launchers: Debian 12 with Open MPI, MPICH, HPCC
@@ -32,7 +33,7 @@ stamp="$("$root/hack/version.sh" --ldflags)"
 gobuild() {
   CGO_ENABLED=0 nice -n 10 go build -trimpath -ldflags "-s -w $stamp" "$@"
 }
-tools=(./hack/images/pause ./hack/images/ocibuild ./test/e2e/podlister)
+tools=(./hack/images/pause ./hack/images/ocibuild ./test/e2e/podlister ./test/e2e/gauge)
 gobuild -o "$bin/" "${tools[@]}" || die "go build of ${tools[*]} failed"
 if [ -d bench/worker ]; then
   gobuild -o "$bin/fgworker" ./bench/worker || die "go build of ./bench/worker failed"
@@ -53,7 +54,7 @@ path_env="PATH=/usr/local/bin:/usr/bin:/bin"
 
 ocibuild -name localhost/finegrain-pause:dev -o "$out/pause.tar" -entrypoint /pause "/pause=$bin/pause"
 
-worker_files=("/usr/local/bin/pause=$bin/pause" "/usr/local/bin/podlister=$bin/podlister")
+worker_files=("/usr/local/bin/pause=$bin/pause" "/usr/local/bin/podlister=$bin/podlister" "/usr/local/bin/gauge=$bin/gauge")
 [ ! -x "$bin/fgworker" ] || worker_files+=("/usr/local/bin/fgworker=$bin/fgworker")
 [ ! -x "$bin/cpuservice" ] || worker_files+=("/usr/local/bin/cpuservice=$bin/cpuservice")
 ocibuild -name localhost/finegrain-worker:dev -o "$out/worker.tar" -entrypoint /usr/local/bin/pause \

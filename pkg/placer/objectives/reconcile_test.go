@@ -453,3 +453,19 @@ func TestRunWaitsForTheAPI(t *testing.T) {
 		t.Errorf("Run = %v after its context ended, want nil", err)
 	}
 }
+
+// An objective deleted during its period has no status to write, and that is no error.
+func TestStatusOfADeletedObjective(t *testing.T) {
+	h := newHarness(t, DefaultOptions())
+	h.createObjective(objectiveSpec(1), nil)
+	u, err := h.dyn.Resource(objectiveGVR).Namespace(ns).Get(t.Context(), "web-p99", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.dyn.Resource(objectiveGVR).Namespace(ns).Delete(t.Context(), "web-p99", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.c.writeStatus(t.Context(), u, &v1alpha1.ServiceObjectiveStatus{ObservedGeneration: 1}); err != nil {
+		t.Errorf("writeStatus of a deleted objective = %v, want nil", err)
+	}
+}

@@ -35,7 +35,11 @@ func (c *Controller) writeStatus(ctx context.Context, u *unstructured.Unstructur
 			break
 		}
 	}
-	if err != nil {
+	switch {
+	case apierrors.IsNotFound(err):
+		// Deleted during the period: nothing to report to.
+		return nil
+	case err != nil:
 		return fmt.Errorf("write the status of %s: %w", klogKey(u), err)
 	}
 	return nil
