@@ -68,6 +68,10 @@ type Controller struct {
 	synced    cache.InformerSynced
 	// waiting is true until the API server serves ServiceObjectives.
 	waiting atomic.Bool
+	// resizeServed says whether the API server serves pods/resize (in-place pod resize,
+	// InPlacePodVerticalScaling); without it services grow by replicas only. Set before the
+	// informer starts.
+	resizeServed bool
 
 	// dirty are the objectives the informer showed changed, by "namespace/name".
 	mu    sync.Mutex
@@ -133,6 +137,7 @@ func (c *Controller) waitForAPI(ctx context.Context) bool {
 		if err == nil && slices.ContainsFunc(list.APIResources, func(r metav1.APIResource) bool {
 			return r.Name == v1alpha1.ServiceObjectiveResource
 		}) {
+			c.resizeServed = c.servesResize()
 			c.waiting.Store(false)
 			return true
 		}
@@ -162,6 +167,16 @@ func (c *Controller) onObjective(obj any) {
 	case c.wake <- struct{}{}:
 	default:
 	}
+}
+
+// servesResize says whether the API server serves pods/resize.
+func (c *Controller) servesResize() bool {
+	list, err := c.kube.Discovery().ServerResourcesForGroupVersion("v1")
+	served := err == nil && slices.ContainsFunc(list.APIResources, func(r metav1.APIResource) bool { return r.Name == "pods/resize" })
+	if !served {
+		c.log.Warn("the API server does not serve pods/resize (in-place pod resize, feature gate InPlacePodVerticalScaling): service objectives grow and shrink by replicas only", "err", err)
+	}
+	return served
 }
 
 // Run waits for the ServiceObjective API, starts the informer and runs the loop until ctx ends;

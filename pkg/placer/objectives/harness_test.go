@@ -91,6 +91,9 @@ func newHarness(t *testing.T, opts Options, objs ...runtime.Object) *harness {
 	h.kube.Resources = []*metav1.APIResourceList{{
 		GroupVersion: v1alpha1.GroupVersion.String(),
 		APIResources: []metav1.APIResource{{Name: v1alpha1.Resource}, {Name: v1alpha1.ServiceObjectiveResource}},
+	}, {
+		GroupVersion: "v1",
+		APIResources: []metav1.APIResource{{Name: "pods"}, {Name: "pods/binding"}, {Name: "pods/resize"}},
 	}}
 	scaleReactors(h.kube)
 	h.dyn = dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{
@@ -110,6 +113,8 @@ func (h *harness) restart() {
 	if err != nil {
 		h.t.Fatal(err)
 	}
+	// What Run learns once the API is served.
+	c.resizeServed = c.servesResize()
 	h.c = c
 }
 

@@ -125,7 +125,7 @@ func (c *Controller) step(ctx context.Context, u *unstructured.Unstructured, obj
 
 	// 3. The current size, history and in-place state.
 	cur := currentSize(st, policy, t)
-	blocked := inPlace(t.pods)
+	blocked := inPlace(t.pods, c.resizeServed)
 	if blocked.blocked {
 		cur.CPUMilli = min(cur.CPUMilli, max(blocked.cpuMilli, policy.Bounds.Min.CPUMilli))
 		cur.MemoryBytes = min(cur.MemoryBytes, max(blocked.memory, policy.Bounds.Min.MemoryBytes))
@@ -193,10 +193,18 @@ type blockedState struct {
 	cpuMilli, memory int64
 }
 
-func inPlace(pods []*corev1.Pod) blockedState {
+func inPlace(pods []*corev1.Pod, resizeServed bool) blockedState {
 	var b blockedState
 	for _, p := range pods {
 		s := stateOf(p)
+		if !resizeServed {
+			s = podState{blocked: true, reason: ReasonResizeUnavailable,
+				message: "the API server does not serve pods/resize (in-place pod resize, feature gate InPlacePodVerticalScaling): the service grows and shrinks by replicas only"}
+			if len(p.Spec.Containers) > 0 {
+				l := p.Spec.Containers[0].Resources.Limits
+				s.cpuMilli, s.memory = l.Cpu().MilliValue(), l.Memory().Value()
+			}
+		}
 		if !s.blocked {
 			continue
 		}
@@ -241,8 +249,7 @@ func (c *Controller) apply(ctx context.Context, u *unstructured.Unstructured, t 
 			continue
 		}
 		s := stateOf(p)
-		if s.reason == ReasonPodsNotGuaranteed {
-			fail(s.reason, s.message)
+		if s.reason == ReasonPodsNotGuaranteed || s.reason == ReasonResizeUnavailable || !c.resizeServed {
 			continue
 		}
 		cpu, memory := wanted(p, size)

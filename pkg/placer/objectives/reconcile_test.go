@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/finegrain-dev/finegrain/pkg/apis/finegrain/v1alpha1"
 )
@@ -467,5 +468,46 @@ func TestStatusOfADeletedObjective(t *testing.T) {
 	}
 	if err := h.c.writeStatus(t.Context(), u, &v1alpha1.ServiceObjectiveStatus{ObservedGeneration: 1}); err != nil {
 		t.Errorf("writeStatus of a deleted objective = %v, want nil", err)
+	}
+}
+
+// Without in-place resize — the API server does not serve pods/resize, or the pod's kubelet does
+// not resize (it reports no container resources) — the service grows by replicas and no pod is
+// patched.
+func TestWithoutInPlaceResizeGrowByReplicas(t *testing.T) {
+	for _, tc := range []struct {
+		name, message string
+		setup         func(h *harness, p *corev1.Pod)
+	}{
+		{"API", "the API server does not serve pods/resize", func(h *harness, _ *corev1.Pod) {
+			h.kube.Resources = h.kube.Resources[:1]
+		}},
+		{"kubelet", "the kubelet of node n1 reports no resources of pod web-a's containers", func(_ *harness, p *corev1.Pod) {
+			p.Status.ContainerStatuses[0].Resources = nil
+			p.Status.ContainerStatuses[0].State.Running = &corev1.ContainerStateRunning{}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := newGaugeServer(t, 0.040)
+			ip, port := g.hostPort(t)
+			d, rs := deployment(1)
+			p := pod("web-a", ip, "1", "1Gi")
+			h := newHarness(t, DefaultOptions())
+			tc.setup(h, p)
+			for _, o := range []runtime.Object{d, rs, p} {
+				if err := h.kube.Tracker().Add(o); err != nil {
+					t.Fatal(err)
+				}
+			}
+			h.restart()
+			h.createObjective(objectiveSpec(port), nil)
+			h.period()
+			st := h.status()
+			if len(h.resizes()) != 0 || h.replicas() != 2 {
+				t.Errorf("resized %v, replicas %d; want no resize and 2 replicas", h.resizes(), h.replicas())
+			}
+			checkSize(t, st, 2, "1", "1Gi", "10M")
+			checkCondition(t, st, v1alpha1.ObjectiveSizeApplied, metav1.ConditionFalse, ReasonResizeUnavailable, tc.message)
+		})
 	}
 }

@@ -107,6 +107,7 @@ const (
 	ReasonScaling           = "Scaling"
 	ReasonTargetNotFound    = "TargetNotFound"
 	ReasonTargetUnreadable  = "TargetUnreadable"
+	ReasonResizeUnavailable = "ResizeUnavailable"
 )
 
 // podState is what a pod says about growing it in place.
@@ -142,6 +143,14 @@ func stateOf(p *corev1.Pod) podState {
 		s.message = fmt.Sprintf("pod %s is %s: the loop resizes only Guaranteed pods (every container's requests equal to its limits for cpu and memory), since a resize may not change a pod's QoS class; give the template's containers equal requests and limits", p.Name, p.Status.QOSClass)
 		s.cpuMilli, s.memory = ctr.Resources.Requests.Cpu().MilliValue(), ctr.Resources.Requests.Memory().Value()
 		return s
+	}
+	for i := range p.Status.ContainerStatuses {
+		if cs := &p.Status.ContainerStatuses[i]; cs.State.Running != nil && cs.Resources == nil {
+			s.blocked, s.reason = true, ReasonResizeUnavailable
+			s.message = fmt.Sprintf("the kubelet of node %s reports no resources of pod %s's containers, so it cannot resize them in place (InPlacePodVerticalScaling off there)", p.Spec.NodeName, p.Name)
+			s.cpuMilli, s.memory = ctr.Resources.Limits.Cpu().MilliValue(), ctr.Resources.Limits.Memory().Value()
+			return s
+		}
 	}
 	for _, c := range p.Status.Conditions {
 		if c.Status != corev1.ConditionTrue {
