@@ -62,7 +62,7 @@ func (c *Controller) reconcileKey(ctx context.Context, key string) time.Time {
 func (c *Controller) reconcile(ctx context.Context, u *unstructured.Unstructured, now time.Time) time.Duration {
 	var obj v1alpha1.ServiceObjective
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &obj); err != nil {
-		c.log.Error("unreadable service objective", "objective", klogKey(u), "err", err)
+		c.log.Error("unreadable service objective", "objective", keyOf(u), "err", err)
 		return retryPeriod
 	}
 	v1alpha1.SetServiceObjectiveDefaults(&obj.Spec)
@@ -82,7 +82,7 @@ func (c *Controller) reconcile(ctx context.Context, u *unstructured.Unstructured
 		c.step(ctx, u, &obj, st, now)
 	}
 	if err := c.writeStatus(ctx, u, st); err != nil {
-		c.log.Error("could not write the status of a service objective", "objective", klogKey(u), "err", err)
+		c.log.Error("could not write the status of a service objective", "objective", keyOf(u), "err", err)
 	}
 	return period
 }
@@ -345,4 +345,4 @@ func metricName(obj *v1alpha1.ServiceObjective) string {
 	return "query"
 }
 
-func klogKey(u *unstructured.Unstructured) string { return u.GetNamespace() + "/" + u.GetName() }
+func keyOf(u *unstructured.Unstructured) string { return u.GetNamespace() + "/" + u.GetName() }

@@ -21,7 +21,7 @@ import (
 func (c *Controller) writeStatus(ctx context.Context, u *unstructured.Unstructured, st *v1alpha1.ServiceObjectiveStatus) error {
 	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(st)
 	if err != nil {
-		return fmt.Errorf("encode the status of %s: %w", klogKey(u), err)
+		return fmt.Errorf("encode the status of %s: %w", keyOf(u), err)
 	}
 	api := c.dyn.Resource(v1alpha1.ServiceObjectiveGroupVersionResource).Namespace(u.GetNamespace())
 	obj := u.DeepCopy()
@@ -40,7 +40,7 @@ func (c *Controller) writeStatus(ctx context.Context, u *unstructured.Unstructur
 		// Deleted during the period: nothing to report to.
 		return nil
 	case err != nil:
-		return fmt.Errorf("write the status of %s: %w", klogKey(u), err)
+		return fmt.Errorf("write the status of %s: %w", keyOf(u), err)
 	}
 	return nil
 }
