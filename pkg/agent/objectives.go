@@ -134,7 +134,9 @@ func (o *Objectives) Run(ctx context.Context) {
 		o.log.Error("cannot watch ServiceObjectives; no I/O limits", "reason", err.Error())
 		return
 	}
-	go inf.Run(ctx.Done())
+	f.Start(ctx.Done())
+	// Shutdown waits for the informer's goroutines once ctx is done.
+	defer f.Shutdown()
 	if cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
 		o.synced.Store(true)
 		o.bump()
