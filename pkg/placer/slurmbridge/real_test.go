@@ -4,9 +4,12 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/finegrain-dev/finegrain/pkg/slurm"
 	"github.com/finegrain-dev/finegrain/pkg/slurm/slurmtest"
@@ -67,4 +70,67 @@ func TestBridgeAgainstRealSlurm(t *testing.T) {
 	start := time.Now()
 	slurmtest.WaitFor(t, 10*time.Second, "the cancelled job's placeholder to go", func() bool { return len(h.pods()) == 0 })
 	t.Logf("scancel to placeholder deleted: %v (interval %v)", time.Since(start).Round(time.Millisecond), h.b.opts.Interval)
+}
+
+// Restarts against the real Slurm: after slurmctld is killed with SIGKILL and started again on
+// its saved state, the job runs on its placeholder's node, which it keeps; a bridge that restarts to find a running job without its placeholder
+// requeues it held and places it again; a job released behind the bridge's back is held again
+// (or, if Slurm started it already, requeued held).
+func TestBridgeRestartsAgainstRealSlurm(t *testing.T) {
+	s := slurmtest.Start(t)
+	h := newHarness(t)
+	h.cl.Slurm = s.Client
+	h.cl.Nodes = map[string]string{"kube-a": "n1", "kube-b": "n2"}
+	ctx := context.Background()
+
+	id := s.Sbatch(t, "-n", "1", "-o", "/dev/null", "--wrap", "sleep 120")
+	h.sync(map[slurm.JobID][]Action{id: {Placed}})
+	pod := fmt.Sprintf("vc1-slurm-%s-0", id)
+	h.bind(pod, "kube-a")
+	h.pins["kube-a/"+pod+"/"+ContainerName] = "1"
+	h.sync(map[slurm.JobID][]Action{id: {Started}})
+	slurmtest.WaitFor(t, 20*time.Second, "job "+id.String()+" to run", func() bool { return s.Job(t, id).Active() })
+
+	// 1. slurmctld crashes and comes back. Slurm saves its state every few seconds, so it may
+	// come back with the job still held (the release lost): the bridge then starts it again,
+	// on its placeholder's node, where it runs again from the start.
+	s.RestartController(t)
+	acts, err := h.b.Sync(ctx, h.cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := acts[id]; len(acts) > 1 || (len(a) > 0 && !slices.Equal(a, []Action{Started})) {
+		t.Fatalf("actions after slurmctld's restart %v, want none or job %s started again", acts, id)
+	}
+	t.Logf("after slurmctld's restart the bridge did %v", acts[id])
+	slurmtest.WaitFor(t, 20*time.Second, "job "+id.String()+" to run on n1", func() bool {
+		j := s.Job(t, id)
+		return j.Active() && j.NodeList == "n1"
+	})
+	if len(h.pods()) != 1 {
+		t.Fatalf("placeholders %v after slurmctld's restart, want the job's one", podNames(h.pods()))
+	}
+
+	// 2. The bridge restarts and finds the job running without its placeholder.
+	if err := h.kube.CoreV1().Pods("hpc").Delete(ctx, pod, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	h.b = New(h.kube, h.dyn, h.pins, h.waits, h.b.log, h.b.opts)
+	h.sync(map[slurm.JobID][]Action{id: {Requeued}})
+	slurmtest.WaitFor(t, 20*time.Second, "job "+id.String()+" to be held again", func() bool { return s.Job(t, id).Held() })
+	h.sync(map[slurm.JobID][]Action{id: {Placed}})
+
+	// 3. Released by hand (root may) before the bridge placed it.
+	loose := s.Sbatch(t, "-n", "1", "-o", "/dev/null", "--wrap", "sleep 120")
+	if _, err := s.Runner.Run(ctx, []string{"scontrol", "release", loose.String()}); err != nil {
+		t.Fatal(err)
+	}
+	acts, err = h.b.Sync(ctx, h.cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := acts[loose]; len(a) != 1 || (a[0] != Held && a[0] != Requeued) {
+		t.Fatalf("actions on the job released by hand %v, want held or requeued", a)
+	}
+	slurmtest.WaitFor(t, 20*time.Second, "job "+loose.String()+" to be held", func() bool { return s.Job(t, loose).Held() })
 }

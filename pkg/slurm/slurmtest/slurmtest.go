@@ -12,7 +12,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -25,6 +28,7 @@ type Cluster struct {
 	Dir    string
 	Client *slurm.Client
 	Runner slurm.LocalRunner
+	ctld   *daemon
 }
 
 // Start starts the daemons and waits until both nodes are idle; they are killed when the test
@@ -100,10 +104,14 @@ PartitionName=batch Nodes=ALL Default=YES MaxTime=INFINITE State=UP
 	}
 	s := &Cluster{Dir: dir, Runner: slurm.LocalRunner{Env: []string{"SLURM_CONF=" + filepath.Join(dir, "slurm.conf")}}}
 	s.Client = &slurm.Client{Runner: s.Runner}
+	// A job slurmctld forgot (killed before it saved its state) is not cancelled by scancel, and
+	// its slurmstepd outlives slurmd: once the daemons are gone (cleanups run last-registered
+	// first), what runs below a slurmstepd working in this cluster's directory is killed.
+	t.Cleanup(func() { s.killStrayJobs(t) })
 	s.daemon(t, "munged", "munged", "-F", "-f", "--key-file="+dir+"/munge/key", "--socket="+dir+"/munge/sock",
 		"--pid-file="+dir+"/munge/pid", "--log-file="+dir+"/munge/log", "--seed-file="+dir+"/munge/seed")
 	WaitFor(t, 10*time.Second, "munged's socket", func() bool { _, err := os.Stat(dir + "/munge/sock"); return err == nil })
-	s.daemon(t, "slurmctld", "slurmctld", "-D", "-c", "-i")
+	s.ctld = s.daemon(t, "slurmctld", "slurmctld", "-D", "-c", "-i")
 	s.daemon(t, "slurmd-n1", "slurmd", "-D", "-N", "n1")
 	s.daemon(t, "slurmd-n2", "slurmd", "-D", "-N", "n2")
 	WaitFor(t, 30*time.Second, "both slurmd idle", func() bool {
@@ -132,24 +140,61 @@ PartitionName=batch Nodes=ALL Default=YES MaxTime=INFINITE State=UP
 	return s
 }
 
+// daemon is one running daemon of the cluster.
+type daemon struct {
+	cmd *exec.Cmd
+	out *os.File
+}
+
 // daemon starts one daemon in the foreground, its output in log/<label>.out, and stops it
-// (SIGKILL) when the test ends.
-func (s *Cluster) daemon(t testing.TB, label, name string, args ...string) {
+// (SIGKILL) when the test ends, or the daemon that replaced it (RestartController).
+func (s *Cluster) daemon(t testing.TB, label, name string, args ...string) *daemon {
 	t.Helper()
-	cmd := exec.Command(name, args...)
-	cmd.Env = append(os.Environ(), s.Runner.Env...)
-	out, err := os.Create(filepath.Join(s.Dir, "log", label+".out"))
+	d := &daemon{}
+	s.start(t, d, label, name, args...)
+	t.Cleanup(func() {
+		_ = d.cmd.Process.Kill()
+		_ = d.cmd.Wait()
+		d.out.Close()
+	})
+	return d
+}
+
+func (s *Cluster) start(t testing.TB, d *daemon, label, name string, args ...string) {
+	t.Helper()
+	d.cmd = exec.Command(name, args...)
+	d.cmd.Env = append(os.Environ(), s.Runner.Env...)
+	out, err := os.OpenFile(filepath.Join(s.Dir, "log", label+".out"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
+	d.out = out
+	d.cmd.Stdout, d.cmd.Stderr = out, out
+	if err := d.cmd.Start(); err != nil {
 		t.Fatalf("start %s: %v", name, err)
 	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		out.Close()
+}
+
+// RestartController kills slurmctld with SIGKILL and starts it again on its saved state, as a
+// crash and a restart of the slurmctld pod would; it returns once the controller answers and both
+// slurmd have registered again.
+func (s *Cluster) RestartController(t testing.TB) {
+	t.Helper()
+	_ = s.ctld.cmd.Process.Kill()
+	_ = s.ctld.cmd.Wait()
+	s.ctld.out.Close()
+	s.start(t, s.ctld, "slurmctld", "slurmctld", "-D")
+	WaitFor(t, 30*time.Second, "slurmctld to answer again", func() bool {
+		_, err := s.Runner.Run(context.Background(), []string{"scontrol", "ping"})
+		return err == nil
+	})
+	// The slurmd register again when told to reconfigure (else at slurmctld's next ping of them).
+	if _, err := s.Runner.Run(context.Background(), []string{"scontrol", "reconfigure"}); err != nil {
+		t.Fatal(err)
+	}
+	WaitFor(t, 30*time.Second, "both slurmd to respond again", func() bool {
+		out, err := s.Runner.Run(context.Background(), []string{"sinfo", "-h", "-N", "-o", "%t"})
+		return err == nil && len(strings.Fields(string(out))) == 2 && !strings.ContainsAny(string(out), "*~#") && !strings.Contains(string(out), "unk")
 	})
 }
 
@@ -210,4 +255,38 @@ func (s *Cluster) Job(t testing.TB, id slurm.JobID) slurm.Job {
 	}
 	t.Fatalf("squeue does not list job %s", id)
 	return slurm.Job{}
+}
+
+// killStrayJobs kills, with SIGKILL, the processes of every job that runs in this cluster's
+// directory (the slurmstepd's job processes, one of them working below Dir).
+func (s *Cluster) killStrayJobs(t testing.TB) {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Error(err)
+		return
+	}
+	var pids []int
+	for _, e := range ents {
+		if pid, err := strconv.Atoi(e.Name()); err == nil {
+			pids = append(pids, pid)
+		}
+	}
+	procs, err := slurm.ReadProcesses("/proc", pids)
+	if err != nil {
+		t.Error(err)
+		return
+	}
+	for id, jobPIDs := range slurm.JobProcesses(procs) {
+		ours := slices.ContainsFunc(jobPIDs, func(pid int) bool {
+			cwd, err := os.Readlink(fmt.Sprintf("/proc/%d/cwd", pid))
+			return err == nil && strings.HasPrefix(cwd, s.Dir+"/")
+		})
+		if !ours {
+			continue
+		}
+		t.Logf("killing the processes %v of job %s, which this test's Slurm forgot", jobPIDs, id)
+		for _, pid := range jobPIDs {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
 }
