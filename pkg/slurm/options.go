@@ -19,6 +19,14 @@ type Options struct {
 // optionsWord starts every admin comment job_submit.lua writes.
 const optionsWord = "finegrain"
 
+// Delegated reports whether finegrain's job_submit.lua saw the job at submission (it writes
+// the admin comment of every job): only such jobs are the bridge's to place. A job submitted to
+// a Slurm without the script, or before it was in place, is left to Slurm.
+func (j Job) Delegated() bool {
+	words := strings.Fields(j.AdminComment)
+	return len(words) > 0 && words[0] == optionsWord
+}
+
 // Options reads the job's options from its admin comment. A job without finegrain's admin
 // comment (submitted before the script was in place) has none; a malformed one is an error
 // naming the job and the word.

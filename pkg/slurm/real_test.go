@@ -19,9 +19,10 @@ import (
 )
 
 // TestRealSlurmDelegation drives a real slurmctld and two slurmd with finegrain's job_submit.lua:
-// a new job is held and asks for what it was submitted with; the bridge's comment shows; Start
-// runs it on exactly the node given; a cancelled and a finished job read as ended; a running
-// job requeued held is held again; no one but root may release a job or choose its nodes.
+// a new job is held, marked as delegated, and asks for what it was submitted with; the bridge's
+// comment shows; Start runs it on exactly the node given; a cancelled and a finished job read as
+// ended; a running job requeued held is held again; a job's placement options reach its admin
+// comment and bad ones are refused; no one but root may release a job or choose its nodes.
 func TestRealSlurmDelegation(t *testing.T) {
 	s := slurmtest.Start(t)
 	ctx := context.Background()
@@ -29,7 +30,7 @@ func TestRealSlurmDelegation(t *testing.T) {
 	// 1. Held on submission, with what it asks for.
 	id := s.Sbatch(t, "-N", "1", "-n", "2", "--mem=100M", "-o", "out-%j", "--wrap", "echo ran on $SLURMD_NODENAME")
 	j := s.Job(t, id)
-	if !j.Held() || j.Reason != slurm.ReasonHeldUser || j.Nodes != 1 || j.Tasks != 2 || j.CPUs != 2 || j.MemoryPerNode != 100*slurm.MiB {
+	if !j.Held() || !j.Delegated() || j.Reason != slurm.ReasonHeldUser || j.Nodes != 1 || j.Tasks != 2 || j.CPUs != 2 || j.MemoryPerNode != 100*slurm.MiB {
 		t.Fatalf("new job %+v: want held (JobHeldUser), 1 node, 2 tasks, 2 CPUs, 100 slurm.MiB a node", j)
 	}
 	time.Sleep(1500 * time.Millisecond)

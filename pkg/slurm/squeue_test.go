@@ -200,7 +200,11 @@ func TestJobOptions(t *testing.T) {
 		{"finegrain placement=packed", Options{}, `has "placement=packed"`},
 		{"finegrain exclusive", Options{}, `has "exclusive"`},
 	} {
-		got, err := (Job{ID: 4, AdminComment: tc.admin}).Options()
+		j := Job{ID: 4, AdminComment: tc.admin}
+		if want := strings.HasPrefix(tc.admin, "finegrain"); j.Delegated() != want {
+			t.Errorf("%q: delegated %v, want %v", tc.admin, j.Delegated(), want)
+		}
+		got, err := j.Options()
 		if tc.err != "" {
 			if err == nil || !strings.Contains(err.Error(), tc.err) || !strings.Contains(err.Error(), "Slurm job 4") {
 				t.Errorf("%q: error %v, want one naming job 4 and containing %s", tc.admin, err, tc.err)

@@ -170,6 +170,9 @@ func (b *Bridge) Sync(ctx context.Context, cl *Cluster) (map[slurm.JobID][]Actio
 func (b *Bridge) syncJob(ctx context.Context, cl *Cluster, j slurm.Job, pods []*corev1.Pod) ([]Action, error) {
 	a := allocationOf(cl.Name, j, b.opts.DefaultMemoryPerCPU)
 	switch {
+	case !j.Delegated():
+		// Not seen by finegrain's job_submit.lua: Slurm's own job, never the bridge's.
+		return nil, nil
 	case j.Ended():
 		if len(pods) == 0 {
 			return nil, nil

@@ -158,7 +158,7 @@ func (h *harness) bind(name, node string) {
 
 func heldJob(id slurm.JobID, nodes, cpus int, memPerCPU int64) slurm.Job {
 	return slurm.Job{ID: id, State: slurm.StatePending, Reason: slurm.ReasonHeldUser, Nodes: nodes, Tasks: cpus, CPUs: cpus,
-		MinCPUsPerNode: 1, MemoryPerCPU: memPerCPU}
+		MinCPUsPerNode: 1, MemoryPerCPU: memPerCPU, AdminComment: "finegrain"}
 }
 
 // A held job of two nodes and four CPUs becomes a PodGroup of two Guaranteed placeholders of two
@@ -250,13 +250,19 @@ func TestHeldJobLifecycle(t *testing.T) {
 // On start the bridge reconciles both ways: a running job without its placeholders is requeued
 // held (and placed again), a pending job Slurm could start is held, placeholders of a job
 // slurmctld does not know are deleted, a held job with a lost placeholder starts over, and pods
-// that only look like placeholders are left alone.
+// that only look like placeholders, and jobs finegrain's job_submit.lua never saw, are left
+// alone.
 func TestReconcileBothWays(t *testing.T) {
 	running := heldJob(1, 1, 2, 0)
 	running.State, running.Priority, running.Reason = slurm.StateRunning, 1, "None"
 	loose := heldJob(2, 1, 1, 0)
 	loose.Priority, loose.Reason = 1, "Priority"
-	h := newHarness(t, running, loose, heldJob(3, 2, 2, 0))
+	// Jobs finegrain's job_submit.lua never saw (no admin comment of its): Slurm's own, left alone.
+	own := heldJob(4, 1, 1, 0)
+	own.State, own.Priority, own.Reason, own.AdminComment = slurm.StateRunning, 1, "None", ""
+	ownHeld := heldJob(5, 1, 1, 0)
+	ownHeld.AdminComment = "someone's note"
+	h := newHarness(t, running, loose, heldJob(3, 2, 2, 0), own, ownHeld)
 
 	// Placeholders of a job that is gone (9), and of job 3 with one pod lost.
 	gone := (&placeholderSpec{namespace: "hpc", cluster: "vc1", owner: "vc-uid", job: 9, schedulerName: v1alpha1.DefaultSchedulerName, nodes: []string{"k1"}}).
