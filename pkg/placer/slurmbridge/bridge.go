@@ -64,9 +64,13 @@ type Waits interface {
 
 // Options configure the bridge.
 type Options struct {
-	// Interval is how often each virtual cluster's jobs are read (squeue): the delay before a
-	// new job gets its placeholders and an ended job's CPUs come back.
+	// Interval is how often each virtual cluster's jobs are read (squeue) while it has a job of
+	// finegrain's that has not ended, or placeholders: the delay before an ended job's CPUs come
+	// back, and before a job's start once its placeholders are pinned.
 	Interval time.Duration
+	// IdleInterval is how often the jobs of a virtual cluster without any are read: the delay
+	// before a first job gets its placeholders.
+	IdleInterval time.Duration
 	// Image is what the placeholder pods run: anything that sleeps and stops on SIGTERM.
 	Image string
 	// SchedulerName is the placer's.
@@ -88,7 +92,7 @@ type Options struct {
 // DefaultOptions are the bridge's defaults.
 func DefaultOptions() Options {
 	return Options{
-		Interval: 250 * time.Millisecond, Image: "localhost/finegrain-pause:dev", SchedulerName: v1alpha1.DefaultSchedulerName,
+		Interval: 250 * time.Millisecond, IdleInterval: 2 * time.Second, Image: "localhost/finegrain-pause:dev", SchedulerName: v1alpha1.DefaultSchedulerName,
 		ExclusiveNodes: true, Placement: v1alpha1.LeastLoaded, DefaultMemoryPerCPU: v1alpha1.DefaultTaskMemoryBytes, HostPort: 29999,
 	}
 }
@@ -104,11 +108,14 @@ type Bridge struct {
 	pins  Pins
 	waits Waits
 	log   *slog.Logger
+	// quiet holds, by "namespace/name", when a virtual cluster was last found without a job of
+	// finegrain's or a placeholder.
+	quiet map[string]time.Time
 }
 
 // New returns a bridge.
 func New(kube kubernetes.Interface, dyn dynamic.Interface, pins Pins, waits Waits, log *slog.Logger, opts Options) *Bridge {
-	return &Bridge{opts: opts, kube: kube, dyn: dyn, pins: pins, waits: waits, log: log}
+	return &Bridge{opts: opts, kube: kube, dyn: dyn, pins: pins, waits: waits, log: log, quiet: map[string]time.Time{}}
 }
 
 // Action is what one pass did to one job.
@@ -132,7 +139,8 @@ const (
 
 // Sync is one pass over a virtual cluster: it reads its jobs and its placeholders and makes them
 // agree (the rules of docs/slurm-delegation.md). It returns what it did by job (a job whose
-// action failed is in the error instead); an error of one job does not stop the others.
+// action failed is in the error instead); an error of one job does not stop the others. It is
+// not safe for concurrent use.
 func (b *Bridge) Sync(ctx context.Context, cl *Cluster) (map[slurm.JobID][]Action, error) {
 	jobs, err := cl.Slurm.Jobs(ctx)
 	if err != nil {
@@ -141,6 +149,12 @@ func (b *Bridge) Sync(ctx context.Context, cl *Cluster) (map[slurm.JobID][]Actio
 	byJob, err := b.placeholders(ctx, cl)
 	if err != nil {
 		return nil, err
+	}
+	key := cl.Namespace + "/" + cl.Name
+	if len(byJob) == 0 && !slices.ContainsFunc(jobs, func(j slurm.Job) bool { return j.Delegated() && !j.Ended() }) {
+		b.quiet[key] = time.Now()
+	} else {
+		delete(b.quiet, key)
 	}
 	done := map[slurm.JobID][]Action{}
 	var errs []error
@@ -405,8 +419,9 @@ func cpusOf(p *corev1.Pod) int64 {
 	return 0
 }
 
-// Run syncs every virtual cluster clusters finds, every Interval, until ctx ends. Each error is
-// logged when it first appears for a cluster, not on every pass.
+// Run syncs every virtual cluster clusters finds, every Interval (every IdleInterval one without
+// a job of finegrain's or a placeholder), until ctx ends. Each error is logged when it first
+// appears for a cluster, not on every pass.
 func (b *Bridge) Run(ctx context.Context, clusters func(context.Context) ([]*Cluster, error)) {
 	t := time.NewTicker(b.opts.Interval)
 	defer t.Stop()
@@ -425,6 +440,10 @@ func (b *Bridge) Run(ctx context.Context, clusters func(context.Context) ([]*Clu
 		cls, err := clusters(ctx)
 		report("", err)
 		for _, cl := range cls {
+			key := cl.Namespace + "/" + cl.Name
+			if at, ok := b.quiet[key]; ok && time.Since(at) < b.opts.IdleInterval {
+				continue
+			}
 			acts, err := b.Sync(ctx, cl)
 			report(cl.Namespace+"/"+cl.Name, err)
 			for id, a := range acts {

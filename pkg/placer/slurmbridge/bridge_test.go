@@ -7,7 +7,9 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
@@ -363,5 +365,47 @@ func TestLookAlikesLeftAlone(t *testing.T) {
 	}
 	if got := h.podGroups(); !slices.Equal(got, []string{"vc1-slurm-5", "vc1-slurm-6"}) {
 		t.Errorf("PodGroups %v, want both look-alikes kept", got)
+	}
+}
+
+// countingSlurm counts the passes that read a cluster's jobs.
+type countingSlurm struct {
+	*fakeSlurm
+	reads atomic.Int32
+}
+
+func (c *countingSlurm) Jobs(ctx context.Context) ([]slurm.Job, error) {
+	c.reads.Add(1)
+	return c.fakeSlurm.Jobs(ctx)
+}
+
+// A virtual cluster without a job of finegrain's is read every IdleInterval, not every Interval;
+// one with such a job every Interval.
+func TestRunReadsQuietClustersLess(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		jobs      []slurm.Job
+		wantReads func(n int32) bool
+	}{
+		{"quiet", []slurm.Job{{ID: 1, State: slurm.StateRunning, Priority: 1}}, func(n int32) bool { return n == 1 }},
+		{"busy", []slurm.Job{heldJob(1, 1, 1, 0)}, func(n int32) bool { return n >= 5 }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, tc.jobs...)
+			cs := &countingSlurm{fakeSlurm: h.slurm}
+			h.cl.Slurm = cs
+			h.b.opts.Interval, h.b.opts.IdleInterval = time.Millisecond, time.Hour
+			ctx, cancel := context.WithCancel(context.Background())
+			passes := 0
+			h.b.Run(ctx, func(context.Context) ([]*Cluster, error) {
+				if passes++; passes == 6 {
+					cancel()
+				}
+				return []*Cluster{h.cl}, nil
+			})
+			if n := cs.reads.Load(); !tc.wantReads(n) {
+				t.Errorf("%d reads of the jobs in 6 passes", n)
+			}
+		})
 	}
 }
