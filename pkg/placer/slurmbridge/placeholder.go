@@ -25,7 +25,7 @@ const (
 	WorkloadSlurmJob = "slurm-job"
 	// LabelVirtualCluster names the virtual cluster whose Slurm runs the job (the label the
 	// virtual cluster's own pods carry).
-	LabelVirtualCluster = "finegrain.dev/virtual-cluster"
+	LabelVirtualCluster = v1alpha1.LabelVirtualCluster
 	// LabelSlurmJob is the Slurm job ID.
 	LabelSlurmJob = "finegrain.dev/slurm-job"
 )
@@ -34,7 +34,7 @@ const (
 const ContainerName = "placeholder"
 
 // virtualClusterKind is what a placeholder's ownerReference names.
-var virtualClusterKind = v1alpha1.GroupVersion.WithKind("VirtualCluster")
+var virtualClusterKind = v1alpha1.GroupVersion.WithKind(v1alpha1.VirtualClusterKind)
 
 // Allocation is what one Slurm job gets from Kubernetes: a PodGroup of Pods pods of CPUs CPUs
 // and Memory bytes each, one a node of the job, bound all together by the placer.

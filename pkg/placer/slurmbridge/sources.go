@@ -25,12 +25,6 @@ import (
 	"github.com/finegrain-dev/finegrain/pkg/slurm"
 )
 
-// Roles of a virtual cluster's pods (their finegrain.dev/role label).
-const (
-	roleSlurmctld = "slurmctld"
-	roleSlurmd    = "slurmd"
-)
-
 // maxAnswer bounds what the bridge reads of one Slurm command's output.
 const maxAnswer = 64 << 20
 
@@ -83,7 +77,7 @@ func (b *cappedBuffer) Write(p []byte) (int, error) {
 // name controls count; a cluster without a ready slurmctld is left out.
 func ClustersFromPods(ctx context.Context, cfg *rest.Config, kube kubernetes.Interface) ([]*Cluster, error) {
 	list, err := kube.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{
-		LabelSelector: LabelVirtualCluster + "," + v1alpha1.LabelRole + " in (" + roleSlurmctld + "," + roleSlurmd + ")", ResourceVersion: "0"})
+		LabelSelector: LabelVirtualCluster + "," + v1alpha1.LabelRole + " in (" + v1alpha1.RoleSlurmctld + "," + v1alpha1.RoleSlurmd + ")", ResourceVersion: "0"})
 	if err != nil {
 		return nil, fmt.Errorf("list the pods of virtual clusters: %w", err)
 	}
@@ -106,13 +100,13 @@ func ClustersFromPods(ctx context.Context, cfg *rest.Config, kube kubernetes.Int
 			continue
 		}
 		switch p.Labels[v1alpha1.LabelRole] {
-		case roleSlurmctld:
+		case v1alpha1.RoleSlurmctld:
 			container := p.Spec.Containers[0].Name
-			if slices.ContainsFunc(p.Spec.Containers, func(c corev1.Container) bool { return c.Name == roleSlurmctld }) {
-				container = roleSlurmctld
+			if slices.ContainsFunc(p.Spec.Containers, func(c corev1.Container) bool { return c.Name == v1alpha1.RoleSlurmctld }) {
+				container = v1alpha1.RoleSlurmctld
 			}
 			cl.Slurm = &slurm.Client{Runner: &PodRunner{Config: cfg, Kube: kube, Pod: p, Container: container}}
-		case roleSlurmd:
+		case v1alpha1.RoleSlurmd:
 			cl.Nodes[p.Spec.NodeName] = p.Spec.NodeName
 		}
 	}

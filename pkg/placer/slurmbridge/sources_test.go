@@ -46,13 +46,13 @@ func vcPod(name, cluster, role, node string, ready bool, owner types.UID) *corev
 // without a ready slurmctld, and pods without the owner, do not count.
 func TestClustersFromPods(t *testing.T) {
 	kube := fake.NewClientset(
-		vcPod("vc1-slurmctld", "vc1", roleSlurmctld, "k1", true, "u1"),
-		vcPod("vc1-slurmd-k1", "vc1", roleSlurmd, "k1", true, "u1"),
-		vcPod("vc1-slurmd-k2", "vc1", roleSlurmd, "k2", true, "u1"),
-		vcPod("vc1-slurmd-k3", "vc1", roleSlurmd, "k3", false, "u1"),
-		vcPod("fake-slurmd-k4", "vc1", roleSlurmd, "k4", true, ""),
-		vcPod("vc2-slurmctld", "vc2", roleSlurmctld, "k1", false, "u2"),
-		vcPod("vc2-slurmd-k1", "vc2", roleSlurmd, "k1", true, "u2"),
+		vcPod("vc1-slurmctld", "vc1", v1alpha1.RoleSlurmctld, "k1", true, "u1"),
+		vcPod("vc1-slurmd-k1", "vc1", v1alpha1.RoleSlurmd, "k1", true, "u1"),
+		vcPod("vc1-slurmd-k2", "vc1", v1alpha1.RoleSlurmd, "k2", true, "u1"),
+		vcPod("vc1-slurmd-k3", "vc1", v1alpha1.RoleSlurmd, "k3", false, "u1"),
+		vcPod("fake-slurmd-k4", "vc1", v1alpha1.RoleSlurmd, "k4", true, ""),
+		vcPod("vc2-slurmctld", "vc2", v1alpha1.RoleSlurmctld, "k1", false, "u2"),
+		vcPod("vc2-slurmd-k1", "vc2", v1alpha1.RoleSlurmd, "k1", true, "u2"),
 	)
 	cls, err := ClustersFromPods(context.Background(), &rest.Config{}, kube)
 	if err != nil {
@@ -66,7 +66,7 @@ func TestClustersFromPods(t *testing.T) {
 		t.Fatalf("cluster %+v, want hpc/vc1 (u1) on k1 and k2", cl)
 	}
 	r, ok := cl.Slurm.(*slurm.Client).Runner.(*PodRunner)
-	if !ok || r.Pod.Name != "vc1-slurmctld" || r.Container != roleSlurmctld {
+	if !ok || r.Pod.Name != "vc1-slurmctld" || r.Container != v1alpha1.RoleSlurmctld {
 		t.Fatalf("runner %+v, want the slurmctld container of vc1-slurmctld", cl.Slurm)
 	}
 }
