@@ -193,19 +193,20 @@ func (b *Bridge) syncJob(ctx context.Context, cl *Cluster, j slurm.Job, pods []*
 		}
 		return []Action{Released}, b.release(ctx, cl, j.ID, pods)
 	case j.Active():
-		if len(live(pods)) == a.Pods {
+		if len(live(pods)) == a.Pods && j.RequiredNodes != "" {
 			return nil, nil
 		}
-		// Running without (all) its placeholders: its CPUs are not held for it. Stop it and
-		// let it be placed again.
+		// Running without (all) its placeholders, or started without the node list the bridge
+		// gives (released by hand before its placeholders were bound): its CPUs are not held
+		// for it where it runs. Stop it and let it be placed again.
 		b.log.Info("Slurm job runs without its placeholders: requeued held", "cluster", cl.Namespace+"/"+cl.Name, "job", j.ID, "placeholders", len(live(pods)), "want", a.Pods)
 		if err := cl.Slurm.RequeueHold(ctx, j.ID); err != nil {
 			return nil, err
 		}
 		return []Action{Requeued}, b.release(ctx, cl, j.ID, pods)
 	case j.State == slurm.StatePending && !j.Held():
-		if len(live(pods)) == a.Pods {
-			// Released by the bridge, about to start.
+		if len(live(pods)) == a.Pods && j.RequiredNodes != "" {
+			// Released by the bridge onto its placeholders' nodes, about to start.
 			return nil, nil
 		}
 		return []Action{Held}, cl.Slurm.Hold(ctx, j.ID)

@@ -250,7 +250,8 @@ func TestHeldJobLifecycle(t *testing.T) {
 }
 
 // On start the bridge reconciles both ways: a running job without its placeholders is requeued
-// held (and placed again), a pending job Slurm could start is held, placeholders of a job
+// held (and placed again), as is one Slurm started without the bridge's node list; a pending job
+// Slurm could start is held, placeholders of a job
 // slurmctld does not know are deleted, a held job with a lost placeholder starts over, and pods
 // that only look like placeholders, and jobs finegrain's job_submit.lua never saw, are left
 // alone.
@@ -264,7 +265,13 @@ func TestReconcileBothWays(t *testing.T) {
 	own.State, own.Priority, own.Reason, own.AdminComment = slurm.StateRunning, 1, "None", ""
 	ownHeld := heldJob(5, 1, 1, 0)
 	ownHeld.AdminComment = "someone's note"
-	h := newHarness(t, running, loose, heldJob(3, 2, 2, 0), own, ownHeld)
+	// Released by hand while its placeholder waited (no node list of the bridge's): one still
+	// pending, one Slurm started already.
+	early := heldJob(6, 1, 1, 0)
+	early.Priority, early.Reason = 1, "Resources"
+	startedEarly := heldJob(7, 1, 1, 0)
+	startedEarly.State, startedEarly.Priority, startedEarly.Reason, startedEarly.NodeList = slurm.StateRunning, 1, "None", "k2"
+	h := newHarness(t, running, loose, heldJob(3, 2, 2, 0), own, ownHeld, early, startedEarly)
 
 	// Placeholders of a job that is gone (9), and of job 3 with one pod lost.
 	gone := (&placeholderSpec{namespace: "hpc", cluster: "vc1", owner: "vc-uid", job: 9, schedulerName: v1alpha1.DefaultSchedulerName, nodes: []string{"k1"}}).
@@ -276,21 +283,26 @@ func TestReconcileBothWays(t *testing.T) {
 		pods(Allocation{Group: "vc1-slurm-8", Pods: 1, CPUs: 1, Memory: 1 << 20})
 	foreign := (&placeholderSpec{namespace: "hpc", cluster: "vc1", owner: "not-vc1", job: 10, schedulerName: v1alpha1.DefaultSchedulerName, nodes: []string{"k1"}}).
 		pods(Allocation{Group: "vc1-slurm-10", Pods: 1, CPUs: 1, Memory: 1 << 20})
-	for _, p := range []*corev1.Pod{gone[0], three[0], other[0], foreign[0]} {
+	six := (&placeholderSpec{namespace: "hpc", cluster: "vc1", owner: "vc-uid", job: 6, schedulerName: v1alpha1.DefaultSchedulerName, nodes: []string{"k1"}}).
+		pods(Allocation{Group: "vc1-slurm-6", Pods: 1, CPUs: 1, Memory: 1 << 20})
+	seven := (&placeholderSpec{namespace: "hpc", cluster: "vc1", owner: "vc-uid", job: 7, schedulerName: v1alpha1.DefaultSchedulerName, nodes: []string{"k1"}}).
+		pods(Allocation{Group: "vc1-slurm-7", Pods: 1, CPUs: 1, Memory: 1 << 20})
+	for _, p := range []*corev1.Pod{gone[0], three[0], other[0], foreign[0], six[0], seven[0]} {
 		if _, err := h.kube.CoreV1().Pods("hpc").Create(context.Background(), p, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
 
-	h.sync(map[slurm.JobID][]Action{1: {Requeued}, 2: {Held}, 3: {Released}, 9: {Released}})
-	if d := cmp.Diff([]string{"requeuehold 1", "hold 2"}, h.slurm.calls); d != "" {
+	h.sync(map[slurm.JobID][]Action{1: {Requeued}, 2: {Held}, 3: {Released}, 6: {Held}, 7: {Requeued}, 9: {Released}})
+	if d := cmp.Diff([]string{"requeuehold 1", "hold 2", "hold 6", "requeuehold 7"}, h.slurm.calls); d != "" {
 		t.Errorf("Slurm commands (-want +got):\n%s", d)
 	}
-	if got := podNames(h.pods()); !slices.Equal(got, []string{"vc1-slurm-10-0", "vc1-slurm-8-0"}) {
-		t.Errorf("pods left %v, want only the look-alikes", got)
+	if got := podNames(h.pods()); !slices.Equal(got, []string{"vc1-slurm-10-0", "vc1-slurm-6-0", "vc1-slurm-8-0"}) {
+		t.Errorf("pods left %v, want the look-alikes and job 6's placeholder", got)
 	}
-	// Now every job is held without placeholders: each is placed afresh.
-	h.sync(map[slurm.JobID][]Action{1: {Placed}, 2: {Placed}, 3: {Placed}})
+	// Now every job of finegrain's is held: those without placeholders are placed afresh, job 6
+	// waits for the placer to bind its placeholder again.
+	h.sync(map[slurm.JobID][]Action{1: {Placed}, 2: {Placed}, 3: {Placed}, 6: {Commented}, 7: {Placed}})
 }
 
 // A job's own placement options (its admin comment, as job_submit.lua wrote it from its
