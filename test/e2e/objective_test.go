@@ -22,6 +22,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -132,13 +133,21 @@ func createGaugeDeployment(t *testing.T, c *framework.Cluster, ns string, port i
 		t.Fatalf("create Deployment web: %v", err)
 	}
 	// Before the namespace's pods are deleted (a cleanup registered earlier, so run later): the
-	// Deployment would make new ones.
+	// Deployment would make new ones. Foreground: it is gone once its pods are.
 	t.Cleanup(func() {
-		if err := c.Client.AppsV1().Deployments(ns).Delete(context.Background(), "web", metav1.DeleteOptions{
+		deployments := c.Client.AppsV1().Deployments(ns)
+		if err := deployments.Delete(context.Background(), "web", metav1.DeleteOptions{
 			PropagationPolicy: ptr.To(metav1.DeletePropagationForeground),
 		}); err != nil {
 			t.Errorf("delete Deployment web: %v", err)
+			return
 		}
+		framework.Eventually(t, "Deployment web and its pods to go", framework.PodDeleteTimeout, func(ctx context.Context) error {
+			if _, err := deployments.Get(ctx, "web", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+				return fmt.Errorf("still there (%v)", err)
+			}
+			return nil
+		})
 	})
 }
 
