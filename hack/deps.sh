@@ -1,6 +1,6 @@
 # Sourced by .ci/run and the Makefile targets: installs the Debian packages a target needs on a
 # fresh Debian 12 machine. Each install is idempotent and quiet when everything is present.
-# Usage: install_deps GROUP...   (groups: test, hwloc, bench, vm, images, cluster)
+# Usage: install_deps GROUP...   (groups: test, hwloc, bench, vm, slurm, images, cluster)
 
 deps_test=(util-linux)
 # make topology-crosscheck: hwloc's lstopo, the second opinion on this machine's topology.
@@ -10,6 +10,9 @@ deps_bench=(libopenblas-dev gcc libc6-dev)
 # make test-vm: qemu boots Debian's kernel (fetched with apt-get download, never installed) with a
 # busybox-static initramfs; xz unpacks the kernel, cpio is the reference reader in the tests.
 deps_vm=(qemu-system-x86 busybox-static cpio xz-utils)
+# make test: the Slurm tests (pkg/slurm, the placer's Slurm bridge) start a real munged, slurmctld
+# and slurmd of their own on loopback; without these packages they skip.
+deps_slurm=(slurmctld slurmd slurm-client slurm-wlm-basic-plugins munge)
 # make images: mmdebstrap builds the MPI image's Debian root file system (hack/images/mpi.sh).
 deps_images=(mmdebstrap)
 # make cluster-up / e2e / demo: the local cluster's etcd, container runtime and CNI loopback plugin,
