@@ -42,7 +42,7 @@ func TestVirtualClusterObjects(t *testing.T) {
 	}
 	conf := cm.Data[layout.SlurmConfKey]
 	for _, want := range []string{
-		"ClusterName=alice\n", "SlurmctldHost=node-a(10.0.0.1)\n", "SlurmctldPort=21000\n", "SlurmdPort=21001\n", "SrunPortRange=21003-21015\n",
+		"ClusterName=alice\n", "SlurmctldHost=localhost(10.0.0.1)\n", "SlurmctldPort=21000\n", "SlurmdPort=21001\n", "SrunPortRange=21003-21015\n",
 		// node-a's layout from its NodeResourceTopology; node-b's agent publishes none.
 		"NodeName=node-a NodeAddr=10.0.0.1 CPUs=16 Sockets=2 CoresPerSocket=4 ThreadsPerCore=2 RealMemory=16384 State=UNKNOWN\n",
 		"NodeName=node-b NodeAddr=10.0.0.2 CPUs=4 RealMemory=16384 State=UNKNOWN\n",

@@ -67,7 +67,7 @@ func testNode(name, addr string, cpus int) *corev1.Node {
 	return &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"pool": "hpc"}},
 		Status: corev1.NodeStatus{
-			Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: addr}, {Type: corev1.NodeHostName, Address: name + ".example"}},
+			Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: addr}},
 			Capacity:  corev1.ResourceList{corev1.ResourceCPU: *resource.NewQuantity(int64(cpus), resource.DecimalSI), corev1.ResourceMemory: resource.MustParse("16Gi")},
 		},
 	}

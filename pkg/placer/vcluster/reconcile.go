@@ -160,7 +160,7 @@ func (c *Controller) clusterOf(vc *v1alpha1.VirtualCluster, nodes []*corev1.Node
 		}
 		cl.Nodes = append(cl.Nodes, node)
 		if n.Name == ctlNode {
-			cl.ControllerHost, cl.ControllerAddr = hostname(n), node.Addr
+			cl.ControllerAddr = node.Addr
 		}
 	}
 	return cl, nil
@@ -208,19 +208,6 @@ func layoutOf(u *unstructured.Unstructured) (sockets, coresPerSocket, threadsPer
 	}
 	sockets, coresPerSocket, threadsPerCore = values[nrt.AttrSockets], values[nrt.AttrCoresPerSocket], values[nrt.AttrThreadsPerCore]
 	return sockets, coresPerSocket, threadsPerCore, sockets > 0 && coresPerSocket > 0 && threadsPerCore > 0
-}
-
-// hostname is the node's host name as its kernel says it (slurmctld compares SlurmctldHost with
-// it), without the domain; the node's name when the kubelet reports none.
-func hostname(n *corev1.Node) string {
-	for _, a := range n.Status.Addresses {
-		if a.Type == corev1.NodeHostName && a.Address != "" {
-			h, _, _ := strings.Cut(a.Address, ".")
-			return strings.ToLower(h)
-		}
-	}
-	h, _, _ := strings.Cut(n.Name, ".")
-	return h
 }
 
 // configHash identifies the generated files; a pod started with other files is replaced.

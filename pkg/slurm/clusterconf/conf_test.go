@@ -17,8 +17,8 @@ import (
 func twoNodes() Cluster {
 	return Cluster{
 		Name: "alice", Namespace: "hpc",
-		ControllerHost: "node-b", ControllerAddr: "10.0.0.2",
-		Ports: v1alpha1.VirtualClusterPorts{Slurmctld: 21000, Slurmd: 21001, SSH: 21002, SrunFirst: 21003, SrunLast: 21015},
+		ControllerAddr: "10.0.0.2",
+		Ports:          v1alpha1.VirtualClusterPorts{Slurmctld: 21000, Slurmd: 21001, SSH: 21002, SrunFirst: 21003, SrunLast: 21015},
 		Nodes: []Node{
 			{Name: "node-b", Addr: "10.0.0.2", CPUs: 2, RealMemoryMiB: 24105},
 			{Name: "node-a", Addr: "10.0.0.1", CPUs: 72, Sockets: 2, CoresPerSocket: 18, ThreadsPerCore: 2, RealMemoryMiB: 257000},
@@ -97,8 +97,7 @@ func TestGenerateRefuses(t *testing.T) {
 		{"node name", func(c *Cluster) { c.Nodes[0].Name = "Node B" }, `node "Node B": its name cannot be a Slurm NodeName`},
 		{"node name with brackets", func(c *Cluster) { c.Nodes[0].Name = "n[1-2]" }, `node "n[1-2]"`},
 		{"address", func(c *Cluster) { c.Nodes[1].Addr = "10.0.0.1 x" }, `node node-a: address "10.0.0.1 x"`},
-		{"controller host", func(c *Cluster) { c.ControllerHost = "a=b" }, `host name "a=b" of the slurmctld node`},
-		{"controller address", func(c *Cluster) { c.ControllerAddr = "" }, `address "" of the slurmctld node node-b`},
+		{"controller address", func(c *Cluster) { c.ControllerAddr = "" }, `virtual cluster hpc/alice: address "" of the slurmctld node`},
 		{"port", func(c *Cluster) { c.Ports.Slurmd = 0 }, "virtual cluster hpc/alice: port 0 is not a TCP port"},
 		{"srun range", func(c *Cluster) { c.Ports.SrunFirst = 30000 }, "srun ports 30000-21015 are an empty range"},
 		{"no nodes", func(c *Cluster) { c.Nodes = nil }, "virtual cluster hpc/alice spans no node"},

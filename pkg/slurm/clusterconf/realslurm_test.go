@@ -36,13 +36,8 @@ func TestGeneratedConfigRunsRealSlurm(t *testing.T) {
 		}
 	}
 	dir := t.TempDir()
-	host, err := os.Hostname()
-	if err != nil {
-		t.Fatal(err)
-	}
-	host, _, _ = strings.Cut(host, ".")
 	c := Cluster{
-		Name: "clusterconf-test", Namespace: "test", ControllerHost: strings.ToLower(host), ControllerAddr: "127.0.0.1",
+		Name: "clusterconf-test", Namespace: "test", ControllerAddr: "127.0.0.1",
 		Ports:      freePorts(t),
 		Nodes:      []Node{thisNode(t)},
 		Partitions: []v1alpha1.SlurmPartition{{Name: "batch"}},
