@@ -21,6 +21,7 @@ import (
 	"github.com/finegrain-dev/finegrain/pkg/agent/kubeletpolicy"
 	"github.com/finegrain-dev/finegrain/pkg/cgroup"
 	"github.com/finegrain-dev/finegrain/pkg/policy"
+	"github.com/finegrain-dev/finegrain/pkg/slurm"
 	"github.com/finegrain-dev/finegrain/pkg/topology"
 )
 
@@ -57,6 +58,11 @@ type Deps struct {
 	Watcher Watcher
 	// Processes lists what runs in a container's cgroup; nil disables Agent.Processes.
 	Processes ProcessReader
+	// Mover and SlurmProcesses (slurm.ReadProcesses on the agent's procfs) confine Slurm jobs'
+	// processes to their placeholders' pinned containers (ConfineSlurmJobs, which also needs
+	// Processes); nil disables it.
+	Mover          ProcessMover
+	SlurmProcesses func(pids []int) ([]slurm.Process, error)
 	// Recorder sends events to the API server.
 	Recorder record.EventRecorder
 	// KubeletPolicy reads the kubelet's CPU manager policy.
@@ -113,6 +119,9 @@ type Agent struct {
 	ckptFailing      bool
 	// ioPods is each pod's I/O limit (loop-only).
 	ioPods map[string]*ioPod
+	// slurmReported holds the Slurm jobs without a placeholder already reported, slurmErrs the
+	// confinement errors logged at the last tick (loop-only).
+	slurmReported, slurmErrs map[string]bool
 }
 
 // Report is what one step of the agent did; tests assert on it.
@@ -161,6 +170,8 @@ func NewFromDeps(opts Options, d Deps) (*Agent, error) {
 		kick:    make(chan struct{}, 1),
 		subs:    map[chan struct{}]struct{}{},
 		waiters: map[string]chan struct{}{},
+
+		slurmReported: map[string]bool{},
 
 		startedCh: make(chan struct{}),
 	}

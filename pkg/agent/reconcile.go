@@ -14,7 +14,8 @@ import (
 // Tick is one period of the loop: it re-reads the kubelet's CPU manager policy when due (and
 // stops acting while the kubelet pins containers itself), starts the agent once it may, and
 // then lists the container cgroups to pick up missed ones and repair drift, and brings the
-// pods' I/O limits to their objectives (enforceIO). Every container's full values, and every
+// pods' I/O limits to their objectives (enforceIO) and confines Slurm jobs' processes to their
+// placeholders (ConfineSlurmJobs). Every container's full values, and every
 // pod's I/O limit, are re-applied each FullResyncInterval.
 func (a *Agent) Tick(ctx context.Context) Report {
 	now := a.d.Now()
@@ -43,6 +44,9 @@ func (a *Agent) Tick(ctx context.Context) Report {
 	rep := a.scan(ctx, full)
 	if a.ioEnabled() {
 		a.enforceIO(ctx, full)
+	}
+	if a.confineEnabled() {
+		a.ConfineSlurmJobs()
 	}
 	return rep
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/finegrain-dev/finegrain/pkg/blockdev"
 	"github.com/finegrain-dev/finegrain/pkg/cgroup"
 	"github.com/finegrain-dev/finegrain/pkg/checkpoint"
+	"github.com/finegrain-dev/finegrain/pkg/slurm"
 	"github.com/finegrain-dev/finegrain/pkg/topology"
 )
 
@@ -69,8 +70,9 @@ func New(opts Options, log *slog.Logger) (*Agent, error) {
 	}
 	closers := []func(){func() { kubelet.Close() }}
 	d := Deps{
-		Pods: restPods{core}, Topology: topo, Writer: writer, Processes: procs, Store: store, Log: log,
-		KubeletPolicy: func() (kubeletpolicy.Result, error) { return kubelet.Check(context.Background()) },
+		Pods: restPods{core}, Topology: topo, Writer: writer, Processes: procs, Store: store, Log: log, Mover: writer,
+		SlurmProcesses: func(pids []int) ([]slurm.Process, error) { return slurm.ReadProcesses(opts.ProcRoot, pids) },
+		KubeletPolicy:  func() (kubeletpolicy.Result, error) { return kubelet.Check(context.Background()) },
 	}
 	if opts.NUMAHintPolicy != "" {
 		dyn, err := dynamic.NewForConfig(cfg)

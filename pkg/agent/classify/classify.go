@@ -102,6 +102,9 @@ type Pod struct {
 	IDs map[cgroup.ContainerID]string
 	// Problems are what is wrong with the pod's opt-in, one event each.
 	Problems []Problem
+	// Slurm is the pod's part in a virtual cluster (its slurmd, or a job's placeholder); nil for
+	// every other pod.
+	Slurm *SlurmRole
 }
 
 // Container is one container of a pod.
@@ -166,6 +169,7 @@ func Classify(pod *corev1.Pod, cfg Config) Pod {
 		}
 	}
 	p.NUMA = p.numaHint(pod, cfg)
+	p.Slurm = slurmRole(pod, cfg)
 	for _, c := range pod.Spec.Containers {
 		cpus := 0
 		if p.Exclusive {
