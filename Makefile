@@ -156,5 +156,12 @@ PLACERSCALE_FLAGS ?=
 bench-placer-scale: ## on the running local cluster: kwok nodes, pods bound/s by the placer vs kube-scheduler, gangs' time to placement (PLACERSCALE_FLAGS=...)
 	bench/placerscale/run.sh $(PLACERSCALE_FLAGS)
 
+.PHONY: bench-dc-objective
+bench-dc-objective: ## latency target vs autoscalers on a 2-node local cluster it brings up (root, cluster lock, ~15 min): none, HPA, ServiceObjective; _output/dc-objective (DC_OBJECTIVE_FLAGS=...)
+	@[ "$$(id -u)" -eq 0 ] || { echo "bench-dc-objective drives the local cluster: run it as root"; exit 1; }
+	@. hack/deps.sh && install_deps cluster
+	$(GO) build -o $(BIN)/dcobjective ./bench/dcobjective
+	DC_OBJECTIVE_FLAGS="$(DC_OBJECTIVE_FLAGS)" bench/dcobjective/run.sh
+
 clean: ## remove build outputs
 	rm -rf $(BIN)

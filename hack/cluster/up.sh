@@ -151,6 +151,9 @@ make_pki() {
   issue kube-controller-manager system:kube-controller-manager "" clientAuth
   issue kube-scheduler system:kube-scheduler "" clientAuth
   issue coredns system:coredns "" clientAuth
+  # The API server's identity towards aggregated API servers (metrics-server in make
+  # bench-dc-objective): they trust the user it names in X-Remote-User only from this certificate.
+  issue front-proxy-client front-proxy-client "" clientAuth
   if [ "$NODES" = 1 ]; then
     issue kubelet "system:node:$NODE_NAME" system:nodes clientAuth
     issue kubelet-serving "$NODE_NAME" "" serverAuth "DNS:$NODE_NAME,DNS:localhost,IP:127.0.0.1"
@@ -260,6 +263,10 @@ start_control_plane() {
     --service-account-signing-key-file "$PKI/service-account.key" \
     --authorization-mode Node,RBAC \
     --enable-admission-plugins NodeRestriction \
+    --requestheader-client-ca-file "$PKI/ca.crt" --requestheader-allowed-names front-proxy-client \
+    --requestheader-username-headers X-Remote-User --requestheader-group-headers X-Remote-Group \
+    --requestheader-extra-headers-prefix X-Remote-Extra- \
+    --proxy-client-cert-file "$PKI/front-proxy-client.crt" --proxy-client-key-file "$PKI/front-proxy-client.key" \
     --allow-privileged=true --anonymous-auth=false --profiling=false --v=1
   wait_for "kube-apiserver /readyz" 90 kube-apiserver curl_api /readyz
 
