@@ -77,10 +77,23 @@ func (k *kernelTree) cleanup() {
 	}
 }
 
-// TestAgentOnKernelCgroups runs the whole agent — inotify watcher, v1 write ordering, checkpoint
-// file — on real cgroups of this machine: a worker's container is pinned when its cgroup appears,
-// the shared containers exclude its CPU, and a hand-made drift is repaired.
-func TestAgentOnKernelCgroups(t *testing.T) {
+// kernelTest is a kubepods tree of the test's own on this machine's cgroup v1 hierarchies, and
+// what an agent needs to run on it.
+type kernelTest struct {
+	t      *testing.T
+	tree   *kernelTree
+	mounts cgroup.Mounts
+	topo   *topology.Topology
+	layout cgroup.Layout
+	fs     *cgroup.FS
+	log    *slog.Logger
+}
+
+// newKernelTest skips unless the test runs as root on cgroup v1 with 2 CPUs, and makes the tree
+// below a base named after prefix; it is removed when the test ends, once its cgroups are empty
+// (a cleanup registered before others runs after them).
+func newKernelTest(t *testing.T, prefix string) *kernelTest {
+	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to create cgroups")
 	}
@@ -95,12 +108,19 @@ func TestAgentOnKernelCgroups(t *testing.T) {
 	if topo.OnlineCPUs.Size() < 2 {
 		t.Skipf("needs at least 2 CPUs, the machine has %s", topo.OnlineCPUs)
 	}
-	k := &kernelTree{t: t, mounts: m, base: fmt.Sprintf("finegrain-agent-test-%d", os.Getpid())}
-	t.Cleanup(k.cleanup)
-	k.mkdir("")
-	k.mkdir("kubepods")
-	k.mkdir("kubepods/burstable")
-	k.mkdir("kubepods/besteffort")
+	k := &kernelTree{t: t, mounts: m, base: fmt.Sprintf("%s-%d", prefix, os.Getpid())}
+	t.Cleanup(func() {
+		top := filepath.Join(m.Root(cgroup.CPUSet), k.base)
+		for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+			if k.cleanup(); !exists(top) {
+				return
+			}
+		}
+		t.Errorf("%s still exists 10 s after the test: a process is left in it", top)
+	})
+	for _, dir := range []string{"", "kubepods", "kubepods/burstable", "kubepods/besteffort"} {
+		k.mkdir(dir)
+	}
 	layout, err := cgroup.NewLayout(m, cgroup.Cgroupfs, k.base)
 	if err != nil {
 		t.Fatal(err)
@@ -110,21 +130,36 @@ func TestAgentOnKernelCgroups(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	store, err := checkpoint.New(filepath.Join(t.TempDir(), "checkpoint.json"))
+	return &kernelTest{t: t, tree: k, mounts: m, topo: topo, layout: layout, fs: fsw, log: log}
+}
+
+// kernelAgent is an agent running on a kernelTest's tree.
+type kernelAgent struct {
+	a        *Agent
+	opts     Options
+	client   *fake.Clientset
+	resolver *fakeResolver
+	ctx      context.Context
+}
+
+// run starts an agent on the tree with d's store, recorder and optional parts (the rest is the
+// tree's: topology, writer, inotify watcher; a fake API server and runtime) and returns once it
+// is ready; it stops when the test ends.
+func (kt *kernelTest) run(d Deps) *kernelAgent {
+	t := kt.t
+	t.Helper()
+	ka := &kernelAgent{client: fake.NewClientset(), resolver: &fakeResolver{ids: map[string]cri.Identity{}}, opts: DefaultOptions()}
+	ka.opts.NodeName, ka.opts.ReconcileInterval = node, 100*time.Millisecond
+	d.Pods, d.Topology, d.Writer, d.Resolver, d.Log = ka.client.CoreV1().Pods(""), kt.topo, kt.fs, ka.resolver, kt.log
+	d.Watcher = cgwatch.New(kt.layout, kt.log)
+	d.KubeletPolicy = func() (kubeletpolicy.Result, error) { return kubeletpolicy.Result{}, nil }
+	a, err := NewFromDeps(ka.opts, d)
 	if err != nil {
 		t.Fatal(err)
 	}
-	client := fake.NewClientset()
-	resolver := &fakeResolver{ids: map[string]cri.Identity{}}
-	opts := DefaultOptions()
-	opts.NodeName, opts.ReconcileInterval = node, 100*time.Millisecond
-	a, err := NewFromDeps(opts, Deps{Pods: client.CoreV1().Pods(""), Topology: topo, Writer: fsw, Store: store, Resolver: resolver,
-		Watcher: cgwatch.New(layout, log), Recorder: record.NewFakeRecorder(100), Log: log,
-		KubeletPolicy: func() (kubeletpolicy.Result, error) { return kubeletpolicy.Result{}, nil }})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ka.a = a
 	ctx, cancel := context.WithCancel(context.Background())
+	ka.ctx = ctx
 	done := make(chan error, 1)
 	go func() { done <- a.Run(ctx) }()
 	t.Cleanup(func() {
@@ -134,6 +169,25 @@ func TestAgentOnKernelCgroups(t *testing.T) {
 		}
 	})
 	waitFor(t, func() bool { return a.Ready() == nil })
+	return ka
+}
+
+func exists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}
+
+// TestAgentOnKernelCgroups runs the whole agent — inotify watcher, v1 write ordering, checkpoint
+// file — on real cgroups of this machine: a worker's container is pinned when its cgroup appears,
+// the shared containers exclude its CPU, and a hand-made drift is repaired.
+func TestAgentOnKernelCgroups(t *testing.T) {
+	kt := newKernelTest(t, "finegrain-agent-test")
+	store, err := checkpoint.New(filepath.Join(t.TempDir(), "checkpoint.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ka := kt.run(Deps{Store: store, Recorder: record.NewFakeRecorder(100)})
+	a, k, m, client, resolver, topo, opts, ctx := ka.a, kt.tree, kt.mounts, ka.client, ka.resolver, kt.topo, ka.opts, ka.ctx
 
 	sys := newPod("system", nil, "100m")
 	sysDir := "kubepods/burstable/pod" + string(sys.UID) + "/" + hexID('1')

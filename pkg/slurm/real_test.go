@@ -134,7 +134,7 @@ func TestRealJobProcessesConfined(t *testing.T) {
 	}
 	var mine []int
 	slurmtest.WaitFor(t, 20*time.Second, "job "+id.String()+"'s sleep 7707 and step's sleep 7708", func() bool {
-		procs, err := slurm.ReadProcesses("/proc", allPIDs(t))
+		procs, err := slurm.ReadProcesses("/proc", slurmtest.PIDs(t))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -174,54 +174,23 @@ func TestRealJobProcessesConfined(t *testing.T) {
 	moved := map[int]bool{}
 	for _, pid := range mine {
 		moved[pid] = true
-		if got := cpusAllowed(t, pid); got != "" && got != cpus {
+		if got := slurmtest.CPUsAllowed(pid); got != "" && got != cpus {
 			t.Errorf("process %d of job %s: Cpus_allowed_list %s after the move, want %s", pid, id, got, cpus)
 		}
 	}
 	// The script's loop forks a sleep every 0.1 s: the new ones start in the cgroup.
 	slurmtest.WaitFor(t, 5*time.Second, "a process the script forked after the move", func() bool {
-		procs, err := slurm.ReadProcesses("/proc", allPIDs(t))
+		procs, err := slurm.ReadProcesses("/proc", slurmtest.PIDs(t))
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, pid := range slurm.JobProcesses(procs)[id] {
-			if !moved[pid] && cpusAllowed(t, pid) == cpus {
+			if !moved[pid] && slurmtest.CPUsAllowed(pid) == cpus {
 				return true
 			}
 		}
 		return false
 	})
-}
-
-// allPIDs lists the processes of this PID namespace.
-func allPIDs(t *testing.T) []int {
-	t.Helper()
-	ents, err := os.ReadDir("/proc")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var pids []int
-	for _, e := range ents {
-		if pid, err := strconv.Atoi(e.Name()); err == nil {
-			pids = append(pids, pid)
-		}
-	}
-	return pids
-}
-
-// cpusAllowed is the process's Cpus_allowed_list, "" once it has exited.
-func cpusAllowed(t *testing.T, pid int) string {
-	t.Helper()
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return ""
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "Cpus_allowed_list:"); ok {
-			return strings.TrimSpace(v)
-		}
-	}
-	return ""
 }
 
 // BenchmarkJobsRealSlurm is the cost of one pass of the bridge's poll on a real slurmctld with

@@ -1,0 +1,176 @@
+package agent
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/record"
+
+	"github.com/finegrain-dev/finegrain/pkg/agent/cri"
+	"github.com/finegrain-dev/finegrain/pkg/cgroup"
+	"github.com/finegrain-dev/finegrain/pkg/checkpoint"
+	"github.com/finegrain-dev/finegrain/pkg/slurm"
+	"github.com/finegrain-dev/finegrain/pkg/slurm/slurmtest"
+)
+
+// TestRealSlurmJobConfinedToPlaceholder runs the whole agent on this machine's cgroup v1 with a
+// real Slurm whose slurmd n1 runs in a virtual cluster's slurmd container cgroup: a job with a
+// placeholder pod, which the agent pins to one exclusive CPU, has every process (its batch
+// slurmstepd, the script, a background sleep, an srun step's slurmstepd and task) moved by the
+// agent into the placeholder's cgroups, where Cpus_allowed_list is the pinned CPU; a second job
+// without a placeholder stays in slurmd's container on the shared pool, and is reported.
+func TestRealSlurmJobConfinedToPlaceholder(t *testing.T) {
+	kt := newKernelTest(t, "finegrain-confine-test")
+	s := slurmtest.Start(t)
+	procs, err := cgroup.NewProcessReader(kt.layout, "/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := checkpoint.New(filepath.Join(t.TempDir(), "checkpoint.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	events := record.NewFakeRecorder(1000)
+	ka := kt.run(Deps{Store: store, Recorder: events, Processes: procs, Mover: kt.fs,
+		SlurmProcesses: func(pids []int) ([]slurm.Process, error) { return slurm.ReadProcesses("/proc", pids) }})
+	a, k, m, client, resolver, ctx := ka.a, kt.tree, kt.mounts, ka.client, ka.resolver, ka.ctx
+
+	// The virtual cluster's slurmd pod; Slurm's slurmd n1 runs in its container's cgroups.
+	owner := vcOwner("vc1", vcUID, true)
+	slurmd := slurmdOf("vc1-slurmd-node-a", "ns", owner)
+	slurmdDir := "kubepods/burstable/pod" + string(slurmd.UID) + "/" + hexID('1')
+	resolver.set(hexID('1'), cri.Identity{PodUID: string(slurmd.UID), Name: "slurmd"})
+	if _, err := client.CoreV1().Pods("ns").Create(ctx, withStatus(slurmd, hexID('1')), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	k.mkdir("kubepods/burstable/pod" + string(slurmd.UID))
+	k.mkdir(slurmdDir)
+	pidFile, err := os.ReadFile(filepath.Join(s.Dir, "slurmd-n1.pid"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []cgroup.Controller{cgroup.CPUSet, cgroup.CPU, cgroup.Memory} {
+		if err := os.WriteFile(filepath.Join(m.Root(c), k.base, slurmdDir, "cgroup.procs"), []byte(strings.TrimSpace(string(pidFile))), 0o644); err != nil {
+			t.Fatalf("move slurmd n1 (PID %s) into the slurmd container: %v", pidFile, err)
+		}
+	}
+
+	// Job 1 gets a placeholder the agent pins; job 2 gets none.
+	placed := s.Sbatch(t, "-n", "1", "-o", "/dev/null", "--wrap", "sleep 7707 & srun -n1 sleep 7708 & while :; do sleep 0.1; done")
+	unplaced := s.Sbatch(t, "-n", "1", "-o", "/dev/null", "--wrap", "sleep 7709")
+	ph := placeholderOf("vc1-slurm-"+placed.String()+"-0", placed, vcOwner("vc1", vcUID, false))
+	phDir := "kubepods/pod" + string(ph.UID) + "/" + hexID('2')
+	resolver.set(hexID('2'), cri.Identity{PodUID: string(ph.UID), Name: "placeholder"})
+	if _, err := client.CoreV1().Pods("ns").Create(ctx, withStatus(ph, hexID('2')), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	k.mkdir("kubepods/pod" + string(ph.UID))
+	k.mkdir(phDir)
+	waitFor(t, func() bool { return len(a.Snapshot().Pins) == 1 })
+	pin := a.Snapshot().Pins[0]
+	waitFor(t, func() bool { return k.read(phDir, "cpuset.cpus") == pin.CPUs.String() })
+	shared := a.Snapshot().Shared.String()
+	waitFor(t, func() bool { return k.read(slurmdDir, "cpuset.cpus") == shared })
+
+	for _, id := range []slurm.JobID{placed, unplaced} {
+		if err := s.Client.Start(ctx, id, []string{"n1"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	start := time.Now()
+	var where map[int]string
+	slurmtest.WaitFor(t, 20*time.Second, "every process of job "+placed.String()+" in its placeholder", func() bool {
+		ps, err := slurm.ReadProcesses("/proc", slurmtest.PIDs(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		jobs := slurm.JobProcesses(ps)
+		var titles []string
+		where = map[int]string{}
+		for _, p := range ps {
+			if slices.Contains(jobs[placed], p.PID) {
+				titles = append(titles, p.Title)
+				where[p.PID] = cgroupOf(p.PID)
+			}
+		}
+		for _, want := range []string{"sleep 7707", "/usr/bin/sleep 7708", "slurmstepd: [" + placed.String() + ".batch]", "slurmstepd: [" + placed.String() + ".0]"} {
+			if !slices.Contains(titles, want) {
+				return false
+			}
+		}
+		for _, dir := range where {
+			if dir != "" && dir != "/"+k.base+"/"+phDir {
+				return false
+			}
+		}
+		return true
+	})
+	t.Logf("job %s's %d processes in its placeholder %s after its start", placed, len(where), time.Since(start))
+	for pid := range where {
+		if got := slurmtest.CPUsAllowed(pid); got != "" && got != pin.CPUs.String() {
+			t.Errorf("process %d of job %s: Cpus_allowed_list %s, want the placeholder's pinned CPUs %s", pid, placed, got, pin.CPUs)
+		}
+		if got := memoryCgroupOf(pid); got != "" && got != "/"+k.base+"/"+phDir {
+			t.Errorf("process %d of job %s: memory cgroup %s, want the placeholder's", pid, placed, got)
+		}
+	}
+
+	// The job without a placeholder runs in slurmd's container, on the shared pool, reported.
+	slurmtest.WaitFor(t, 10*time.Second, "job "+unplaced.String()+" reported without placeholder", func() bool {
+		for {
+			select {
+			case ev := <-events.Events:
+				if strings.Contains(ev, ReasonSlurmJobNoPlaceholder) && strings.Contains(ev, "Slurm job "+unplaced.String()+" ") {
+					return true
+				}
+			default:
+				return false
+			}
+		}
+	})
+	ps, err := slurm.ReadProcesses("/proc", slurmtest.PIDs(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	left := slurm.JobProcesses(ps)[unplaced]
+	if len(left) == 0 {
+		t.Fatalf("job %s has no processes", unplaced)
+	}
+	for _, pid := range left {
+		if got := cgroupOf(pid); got != "" && got != "/"+k.base+"/"+slurmdDir {
+			t.Errorf("process %d of job %s (no placeholder) moved to %s", pid, unplaced, got)
+		}
+		if got := slurmtest.CPUsAllowed(pid); got != "" && got != shared {
+			t.Errorf("process %d of job %s: Cpus_allowed_list %s, want the shared pool %s", pid, unplaced, got, shared)
+		}
+	}
+}
+
+// cgroupOf is a process's cpuset cgroup (/proc/<pid>/cpuset), memoryCgroupOf its memory cgroup;
+// "" once it has exited.
+func cgroupOf(pid int) string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cpuset", pid))
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
+}
+
+func memoryCgroupOf(pid int) string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
+	if err != nil {
+		return ""
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.SplitN(line, ":", 3); len(f) == 3 && f[1] == "memory" {
+			return f[2]
+		}
+	}
+	return ""
+}
