@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 
@@ -256,5 +257,28 @@ func TestConfineSlurmJobsWaitsForThePin(t *testing.T) {
 	host.add(sref, slurm.Process{PID: 11, PPID: 1, Exe: stepd, Title: "slurmstepd: [42.0]"})
 	if res := e.a.ConfineSlurmJobs(); len(res.Moved) != 0 || host.where(11) != sref || host.where(10) != pref {
 		t.Errorf("after the placeholder is gone: %+v; process 11 in %s, 10 in %s; want both left where they are", res, host.where(11), host.where(10))
+	}
+}
+
+// A slurmstepd whose program the agent may not read (an agent without SYS_PTRACE, the process
+// holding capabilities) is an error that says what to grant, not a silent pass.
+func TestConfineSlurmJobsNeedsTheProgram(t *testing.T) {
+	host := &fakeHost{procs: map[int]slurm.Process{}, in: map[int]cgroup.ContainerRef{}}
+	e := newEnv(t, envOpts{procs: host})
+	e.a.d.Mover, e.a.d.SlurmProcesses = host, host.read
+	e.start()
+	slurmd := slurmdOf("vc1-slurmd-node-a", "ns", vcOwner("vc1", vcUID, true))
+	e.apply(withStatus(slurmd, hexID('a')))
+	e.a.DrainPods(context.Background())
+	sref := e.container(slurmd, hexID('a'))
+	e.resolver.set(hexID('a'), cri.Identity{PodUID: string(slurmd.UID), Name: classify.SlurmdContainer})
+	e.appeared(sref)
+	host.add(sref, slurm.Process{PID: 10, PPID: 1, Title: "slurmstepd: [42.batch]"}, slurm.Process{PID: 11, PPID: 1})
+	res := e.a.ConfineSlurmJobs()
+	if len(res.Errors) != 1 || !strings.Contains(res.Errors[0].Error(), "SYS_PTRACE") || len(res.Moved) != 0 {
+		t.Errorf("with an unreadable slurmstepd: %+v, want one error naming SYS_PTRACE", res)
+	}
+	if n := e.hooks.failures[ErrSlurmConfine]; n != 1 {
+		t.Errorf("%d counted confinement errors, want 1", n)
 	}
 }
