@@ -215,16 +215,7 @@ func TestConfineSlurmJobs(t *testing.T) {
 // pod whose container does not exist yet, one the agent could not pin (more CPUs than the node
 // has), or a placeholder pod that is gone.
 func TestConfineSlurmJobsWaitsForThePin(t *testing.T) {
-	host := &fakeHost{procs: map[int]slurm.Process{}, in: map[int]cgroup.ContainerRef{}}
-	e := newEnv(t, envOpts{procs: host})
-	e.a.d.Mover, e.a.d.SlurmProcesses = host, host.read
-	e.start()
-	slurmd := slurmdOf("vc1-slurmd-node-a", "ns", vcOwner("vc1", vcUID, true))
-	e.apply(withStatus(slurmd, hexID('a')))
-	e.a.DrainPods(context.Background())
-	sref := e.container(slurmd, hexID('a'))
-	e.resolver.set(hexID('a'), cri.Identity{PodUID: string(slurmd.UID), Name: classify.SlurmdContainer})
-	e.appeared(sref)
+	e, host, sref := confineEnv(t)
 	host.add(sref, slurm.Process{PID: 10, PPID: 1, Exe: stepd, Title: "slurmstepd: [42.batch]"})
 
 	job42 := placeholderOf("vc1-slurm-42-0", 42, vcOwner("vc1", vcUID, false))
@@ -263,6 +254,21 @@ func TestConfineSlurmJobsWaitsForThePin(t *testing.T) {
 // A slurmstepd whose program the agent may not read (an agent without SYS_PTRACE, the process
 // holding capabilities) is an error that says what to grant, not a silent pass.
 func TestConfineSlurmJobsNeedsTheProgram(t *testing.T) {
+	e, host, sref := confineEnv(t)
+	host.add(sref, slurm.Process{PID: 10, PPID: 1, Title: "slurmstepd: [42.batch]"}, slurm.Process{PID: 11, PPID: 1})
+	res := e.a.ConfineSlurmJobs()
+	if len(res.Errors) != 1 || !strings.Contains(res.Errors[0].Error(), "SYS_PTRACE") || len(res.Moved) != 0 {
+		t.Errorf("with an unreadable slurmstepd: %+v, want one error naming SYS_PTRACE", res)
+	}
+	if n := e.hooks.failures[ErrSlurmConfine]; n != 1 {
+		t.Errorf("%d counted confinement errors, want 1", n)
+	}
+}
+
+// confineEnv is an agent confining Slurm jobs on fakes, with one trusted slurmd pod of virtual
+// cluster vc1 in namespace ns whose slurmd container cgroup it returns.
+func confineEnv(t *testing.T) (*env, *fakeHost, cgroup.ContainerRef) {
+	t.Helper()
 	host := &fakeHost{procs: map[int]slurm.Process{}, in: map[int]cgroup.ContainerRef{}}
 	e := newEnv(t, envOpts{procs: host})
 	e.a.d.Mover, e.a.d.SlurmProcesses = host, host.read
@@ -273,12 +279,5 @@ func TestConfineSlurmJobsNeedsTheProgram(t *testing.T) {
 	sref := e.container(slurmd, hexID('a'))
 	e.resolver.set(hexID('a'), cri.Identity{PodUID: string(slurmd.UID), Name: classify.SlurmdContainer})
 	e.appeared(sref)
-	host.add(sref, slurm.Process{PID: 10, PPID: 1, Title: "slurmstepd: [42.batch]"}, slurm.Process{PID: 11, PPID: 1})
-	res := e.a.ConfineSlurmJobs()
-	if len(res.Errors) != 1 || !strings.Contains(res.Errors[0].Error(), "SYS_PTRACE") || len(res.Moved) != 0 {
-		t.Errorf("with an unreadable slurmstepd: %+v, want one error naming SYS_PTRACE", res)
-	}
-	if n := e.hooks.failures[ErrSlurmConfine]; n != 1 {
-		t.Errorf("%d counted confinement errors, want 1", n)
-	}
+	return e, host, sref
 }
