@@ -30,17 +30,26 @@ const (
 	workerHostKeyOptions = "-o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR -o BatchMode=yes"
 )
 
+// For an MPIJob with mpiImplementation MPICH, MPI Operator (v0.7.0) names the hostfile in
+// HYDRA_HOST_FILE, which only its MPICH launchers get, and writes its ssh options to
+// HYDRA_LAUNCH_EXTRA_ARGS, a name MPICH's mpiexec.hydra does not read: MPICH 4.0.2 takes extra
+// launcher arguments from HYDRA_LAUNCHER_EXTRA_ARGS only. Such a launcher also does not set
+// FINEGRAIN_MPI_IMPLEMENTATION, so the image's mpirun wrapper would start Open MPI, which ignores
+// Hydra's hostfile and runs every rank in the launcher.
+const (
+	envHydraHostFile     = "HYDRA_HOST_FILE"
+	envOperatorHydraArgs = "HYDRA_LAUNCH_EXTRA_ARGS"
+	envHydraLauncherArgs = "HYDRA_LAUNCHER_EXTRA_ARGS"
+)
+
 // commandEnv is the environment the command runs with: env itself, except in MPI Operator's
-// launcher, where Open MPI's ssh options (OMPI_MCA_plm_rsh_args, when set) also accept the
-// workers' host keys.
+// launcher. There Open MPI's ssh options (OMPI_MCA_plm_rsh_args, when set) also accept the
+// workers' host keys; and in an MPICH launcher (HYDRA_HOST_FILE set) Hydra's ssh options,
+// HYDRA_LAUNCHER_EXTRA_ARGS, are the launcher's own HYDRA_LAUNCHER_EXTRA_ARGS when its template
+// set them, else MPI Operator's HYDRA_LAUNCH_EXTRA_ARGS, followed by the same host-key options,
+// and FINEGRAIN_MPI_IMPLEMENTATION is MPICH unless the template named an MPI.
 func commandEnv(env []string) []string {
-	launcher := false
-	for _, kv := range env {
-		if kv == envMPIOperatorRole+"="+mpiOperatorLauncher {
-			launcher = true
-		}
-	}
-	if !launcher {
+	if v, _ := lookupEnv(env, envMPIOperatorRole); v != mpiOperatorLauncher {
 		return env
 	}
 	out := make([]string, len(env))
@@ -50,7 +59,44 @@ func commandEnv(env []string) []string {
 		}
 		out[i] = kv
 	}
+	if v, _ := lookupEnv(env, envHydraHostFile); v == "" {
+		return out
+	}
+	args, ok := lookupEnv(env, envHydraLauncherArgs)
+	if !ok {
+		args, _ = lookupEnv(env, envOperatorHydraArgs)
+	}
+	out = setEnv(out, envHydraLauncherArgs, strings.TrimSpace(args+" "+workerHostKeyOptions))
+	if v, _ := lookupEnv(env, envImplementation); v == "" {
+		out = setEnv(out, envImplementation, string(MPICH))
+	}
 	return out
+}
+
+// lookupEnv returns the value of the first entry of env named key, as os.Getenv does, and whether
+// there is one.
+func lookupEnv(env []string, key string) (string, bool) {
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, key+"="); ok {
+			return v, true
+		}
+	}
+	return "", false
+}
+
+// setEnv gives key the value v in env: every entry of that name is replaced, or one is appended
+// when there is none. env is changed in place.
+func setEnv(env []string, key, v string) []string {
+	found := false
+	for i, kv := range env {
+		if strings.HasPrefix(kv, key+"=") {
+			env[i], found = key+"="+v, true
+		}
+	}
+	if !found {
+		env = append(env, key+"="+v)
+	}
+	return env
 }
 
 // MPI Operator starts its launcher together with the workers (launcherCreationPolicy AtStartup,
@@ -87,10 +133,11 @@ func hostfileNames(data string) []string {
 }
 
 // waitForHostfile waits, in MPI Operator's launcher only, until every name of its hostfile
-// resolves through lookup, trying every interval until ctx ends. It reports the first wait on
-// log. A launcher without a hostfile has nothing to wait for; the error says which names did not
-// resolve, or why the hostfile could not be read.
-func waitForHostfile(ctx context.Context, getenv func(string) string, lookup func(context.Context, string) ([]string, error), interval time.Duration, log io.Writer) error {
+// resolves through lookup, trying every interval until ctx ends, and in an MPICH launcher its own
+// name too (launcherName of its host name host). It reports the first wait on log. A launcher without a hostfile has
+// nothing to wait for; the error says which names did not resolve, or why the hostfile could not
+// be read.
+func waitForHostfile(ctx context.Context, getenv func(string) string, host string, lookup func(context.Context, string) ([]string, error), interval time.Duration, log io.Writer) error {
 	if getenv(envMPIOperatorRole) != mpiOperatorLauncher {
 		return nil
 	}
@@ -108,6 +155,11 @@ func waitForHostfile(ctx context.Context, getenv func(string) string, lookup fun
 		return fmt.Errorf("read the hostfile MPI Operator named: %w", err)
 	}
 	pending := hostfileNames(string(data))
+	if getenv(envHydraHostFile) == path {
+		if name := launcherName(pending, host); name != "" {
+			pending = append(pending, name)
+		}
+	}
 	for said := false; ; said = true {
 		var left []string
 		for _, name := range pending {
@@ -119,7 +171,7 @@ func waitForHostfile(ctx context.Context, getenv func(string) string, lookup fun
 			return nil
 		}
 		if !said {
-			fmt.Fprintf(log, "mpi-entrypoint: waiting for the names of %s to resolve (the workers are starting): %s\n", path, strings.Join(pending, " "))
+			fmt.Fprintf(log, "mpi-entrypoint: waiting for the names of %s to resolve (the job's pods are starting): %s\n", path, strings.Join(pending, " "))
 		}
 		select {
 		case <-ctx.Done():
@@ -127,6 +179,25 @@ func waitForHostfile(ctx context.Context, getenv func(string) string, lookup fun
 		case <-time.After(interval):
 		}
 	}
+}
+
+// launcherName is the name by which an MPICH launcher of MPI Operator waits for itself. Hydra's
+// proxies on the workers call the launcher back by its host name (the pod's hostname,
+// <job>-launcher), which they resolve through the search domain MPI Operator gives them,
+// <job>.<namespace>.svc.<cluster domain>: only once the launcher is ready and in the job's
+// Service, possibly after mpiexec has started them. The launcher's own /etc/hosts has its full
+// name from the start, so it asks for the name the way its hostfile spells the workers',
+// <host>.<job>.<namespace>.svc (the domain of the first worker's name), which /etc/hosts does not
+// hold and the cluster's DNS answers through the pod's search list. It is empty without a host
+// name or a dotted first name.
+func launcherName(workers []string, host string) string {
+	if host == "" || len(workers) == 0 {
+		return ""
+	}
+	if _, domain, ok := strings.Cut(workers[0], "."); ok && domain != "" {
+		return host + "." + domain
+	}
+	return ""
 }
 
 // waitForLauncherHostfile is waitForHostfile through the system's resolver for at most
@@ -144,5 +215,6 @@ func waitForLauncherHostfile(getenv func(string) string) error {
 	}()
 	ctx, cancel := context.WithTimeoutCause(context.Background(), hostfileWait, fmt.Errorf("waited %v", hostfileWait))
 	defer cancel()
-	return waitForHostfile(ctx, getenv, net.DefaultResolver.LookupHost, hostfileInterval, os.Stderr)
+	host, _ := os.Hostname() // the name Hydra gives its proxies; without one there is none to wait for
+	return waitForHostfile(ctx, getenv, host, net.DefaultResolver.LookupHost, hostfileInterval, os.Stderr)
 }

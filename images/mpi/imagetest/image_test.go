@@ -58,6 +58,7 @@ func TestMPIImage(t *testing.T) {
 	t.Run("MPICH: a rank per slot, each on a core of its worker", func(t *testing.T) {
 		checkRanks(t, j.launch(t, "ranks-mpich", mpichEnv, mpichHosts(2, 1), "mpirun", "/bin/sh", "-c", rankReport), j.cpu)
 	})
+	t.Run("MPICH under MPI Operator: a bare mpirun with the operator's variables", j.operatorMPICH)
 	t.Run("more slots than cores: ranks share a core", j.overload)
 	t.Run("Open MPI tree spawn through a worker", func(t *testing.T) {
 		// A radix of 1 makes w0's daemon start w1's: the worker's ssh uses the same -F option.

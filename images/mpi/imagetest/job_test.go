@@ -88,6 +88,32 @@ func (j *job) launch(t *testing.T, name string, env []string, files map[string]s
 	return out
 }
 
+// operatorMPICH runs a launcher as MPI Operator v0.7.0 makes one for an MPIJob with
+// mpiImplementation MPICH: K_MPI_JOB_ROLE=launcher, the hostfile in HYDRA_HOST_FILE, its ssh
+// options in HYDRA_LAUNCH_EXTRA_ARGS (a name mpiexec.hydra does not read), no
+// FINEGRAIN_MPI_IMPLEMENTATION and no ssh client configuration. Only here do the options also name
+// w1's port and the job's key: the operator's workers listen on port 22 and its key is
+// ~/.ssh/id_rsa, which ssh finds by itself. A bare mpirun must start MPICH, reach w1 through sshd
+// although w1's host key is new, and bind the rank to w1's CPU.
+func (j *job) operatorMPICH(t *testing.T) {
+	env := []string{
+		"K_MPI_JOB_ROLE=launcher",
+		"HYDRA_HOST_FILE=/etc/mpi/hostfile",
+		fmt.Sprintf("HYDRA_LAUNCH_EXTRA_ARGS=-o ConnectionAttempts=10 -p %d -l root -i %s/id_ed25519", workerPorts["w1"], authDir),
+	}
+	out := j.launch(t, "operator-mpich", env, map[string]string{"/etc/mpi/hostfile": "w1:1\n"}, "mpirun", "/bin/sh", "-c", rankReport)
+	ranks := rankLine.FindAllStringSubmatch(out, -1)
+	if len(ranks) != 1 || ranks[0][2] != "1" || ranks[0][3] != fmt.Sprint(workerPorts["w1"]) {
+		t.Fatalf("want one rank of one, started by w1's sshd (port %d):\n%s", workerPorts["w1"], out)
+	}
+	if cpus := ranks[0][4]; j.cpu != "" && cpus != j.cpu {
+		t.Errorf("the rank on w1 may run on CPUs %s, want w1's cpuset %s", cpus, j.cpu)
+	}
+	if strings.Contains(out, "Warning") {
+		t.Errorf("ssh warned in the launcher's output:\n%s", out)
+	}
+}
+
 // overload starts two ranks on w1, which has one CPU: they share it. Open MPI's plain core
 // policy, which the image's configuration qualifies, refuses such a job.
 func (j *job) overload(t *testing.T) {
