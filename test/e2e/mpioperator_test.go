@@ -4,7 +4,8 @@
 // hack/mpi-operator/build.sh) runs beside finegrain with --gang-scheduling=finegrain-placer, and
 // an MPIJob v2beta1 on the MPI image, whose workers carry the pinning label, is bound by the
 // placer as one gang (the PodGroup the operator writes), its workers pinned by the agents of
-// their nodes, its ranks run inside the workers on the pinned CPUs, and it succeeds.
+// their nodes, its ranks run inside the workers on the pinned CPUs, and it succeeds: once with
+// Open MPI, once with MPICH (mpiImplementation), under the same operator.
 package e2e
 
 import (
@@ -90,18 +91,21 @@ func startMPIOperator(t *testing.T, c *framework.Cluster, dir, ns string) {
 }
 
 // operatorMPIJob is an MPIJob of two one-CPU workers on the MPI image whose launcher runs one
-// rank per worker; each rank says where it runs and on which CPUs, then sleeps so that the test
-// sees it in its worker's cgroup. The workers carry finegrain's pinning label; the placer is not
-// named anywhere: the operator's gang option sets every pod's schedulerName.
-func operatorMPIJob(name string) *unstructured.Unstructured {
+// rank per worker with the MPI impl (MPI Operator's mpiImplementation: OpenMPI or MPICH); each
+// rank says where it runs and on which CPUs, then sleeps so that the test sees it in its worker's
+// cgroup. The launcher's command is the same plain mpirun for both MPIs. The workers carry
+// finegrain's pinning label; the placer is not named anywhere: the operator's gang option sets
+// every pod's schedulerName.
+func operatorMPIJob(name, impl string) *unstructured.Unstructured {
 	res := map[string]any{"cpu": "1", "memory": "256Mi"}
-	rank := `echo "rank $OMPI_COMM_WORLD_RANK on $(hostname): $(grep Cpus_allowed_list /proc/self/status)"; sleep 10`
+	rank := `echo "rank ${OMPI_COMM_WORLD_RANK:-$PMI_RANK} on $(hostname): $(grep Cpus_allowed_list /proc/self/status)"; sleep 10`
 	return &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": mpiJobs.Group + "/" + mpiJobs.Version, "kind": "MPIJob",
 		"metadata": map[string]any{"name": name},
 		"spec": map[string]any{
-			"slotsPerWorker": int64(1),
-			"runPolicy":      map[string]any{"cleanPodPolicy": "Running"},
+			"mpiImplementation": impl,
+			"slotsPerWorker":    int64(1),
+			"runPolicy":         map[string]any{"cleanPodPolicy": "Running"},
 			"mpiReplicaSpecs": map[string]any{
 				"Launcher": map[string]any{
 					"replicas": int64(1),
@@ -138,11 +142,22 @@ func TestMultiNodeMPIOperatorJob(t *testing.T) {
 	c := deployNodes(t)
 	ns := c.Namespace(t)
 	startMPIOperator(t, c, dir, ns)
-	const name = "pi"
-	if _, err := c.Dynamic.Resource(mpiJobs).Namespace(ns).Create(context.Background(), operatorMPIJob(name), metav1.CreateOptions{}); err != nil {
+	c.DumpOnFailure(t, ns)
+	// One job after the other on the same nodes: each needs one exclusive CPU of two nodes, and
+	// the first one's pins are gone when it ends.
+	for _, tc := range []struct{ impl, job string }{{"OpenMPI", "pi"}, {"MPICH", "pi-mpich"}} {
+		if !t.Run(tc.impl, func(t *testing.T) { runOperatorMPIJob(t, c, ns, tc.job, tc.impl) }) {
+			return
+		}
+	}
+}
+
+// runOperatorMPIJob runs operatorMPIJob(name, impl) in namespace ns, where MPI Operator runs, and
+// checks that it is one gang, its workers pinned, its ranks on the pins, and that it succeeds.
+func runOperatorMPIJob(t *testing.T, c *framework.Cluster, ns, name, impl string) {
+	if _, err := c.Dynamic.Resource(mpiJobs).Namespace(ns).Create(context.Background(), operatorMPIJob(name, impl), metav1.CreateOptions{}); err != nil {
 		t.Fatalf("create MPIJob %s/%s: %v", ns, name, err)
 	}
-	c.DumpOnFailure(t, ns)
 
 	// 1. One gang: the PodGroup MPI Operator wrote (workers and launcher, no timeout of its own)
 	//    reaches Running with all three pods, each bound by the placer.
