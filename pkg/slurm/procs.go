@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"syscall"
 )
 
 // Process is what the confinement of a Slurm job's processes needs to know of one process:
@@ -31,12 +32,12 @@ const maxProcBytes = 4096
 var stepTitle = regexp.MustCompile(`^slurmstepd: \[([0-9]+)\.([0-9]+|batch|extern|interactive)\]`)
 
 // ReadProcesses reads the processes of pids below procRoot (a procfs, /proc); processes that
-// exit meanwhile are left out.
+// exit meanwhile are left out (gone: ENOENT; exiting while a file of theirs is read: ESRCH).
 func ReadProcesses(procRoot string, pids []int) ([]Process, error) {
 	var out []Process
 	for _, pid := range pids {
 		p, err := readProcess(filepath.Join(procRoot, strconv.Itoa(pid)), pid)
-		if errors.Is(err, os.ErrNotExist) {
+		if errors.Is(err, os.ErrNotExist) || errors.Is(err, syscall.ESRCH) {
 			continue
 		}
 		if err != nil {
