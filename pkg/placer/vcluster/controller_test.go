@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -216,8 +217,18 @@ func TestVirtualClusterInvalidOrWithoutNodes(t *testing.T) {
 // A deleted virtual cluster is gone for good: the loop forgets it instead of looking again every
 // period (its objects go with it through their owner references).
 func TestDeletedVirtualClusterIsForgotten(t *testing.T) {
-	h := newHarness(t)
+	deleting := vcObject("leaving", map[string]any{})
+	deleting.SetDeletionTimestamp(&metav1.Time{Time: time.Now()})
+	deleting.SetFinalizers([]string{metav1.FinalizerDeleteDependents})
+	h := newHarness(t, deleting)
 	if err := h.c.reconcile(context.Background(), ns+"/nobody"); !errors.Is(err, errGone) {
 		t.Errorf("reconcile of a missing virtual cluster: %v, want errGone", err)
+	}
+	// Under foreground deletion the garbage collector deletes the pods first: none is made again.
+	if err := h.c.reconcile(context.Background(), ns+"/leaving"); !errors.Is(err, errGone) {
+		t.Errorf("reconcile of a virtual cluster being deleted: %v, want errGone", err)
+	}
+	if pods, _ := h.kube.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{}); len(pods.Items) != 0 {
+		t.Errorf("%d pods made for a virtual cluster being deleted", len(pods.Items))
 	}
 }

@@ -192,8 +192,9 @@ func (h *harness) markReady() {
 		if _, err := h.kube.CoreV1().Pods(ns).UpdateStatus(context.Background(), p, metav1.UpdateOptions{}); err != nil {
 			h.t.Fatal(err)
 		}
+		// The fake client keeps resource versions as they are: wait for the informer to show it.
+		waitFor(h.t, func() bool { cached, err := h.c.pods.Pods(ns).Get(p.Name); return err == nil && podReady(cached) })
 	}
-	h.settle()
 }
 
 func sinfoJSON(states map[string]string) string {

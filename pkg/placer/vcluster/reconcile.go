@@ -65,6 +65,11 @@ func (c *Controller) reconcile(ctx context.Context, key string) error {
 		c.log.Info("virtual cluster unreadable", "virtualCluster", key, "err", err)
 		return nil
 	}
+	// Being deleted: the garbage collector deletes its objects (first, under foreground
+	// deletion); making them again would hold the deletion up.
+	if vc.DeletionTimestamp != nil {
+		return errGone
+	}
 	// 1. The spec.
 	status := vc.Status.DeepCopy()
 	status.ObservedGeneration = vc.Generation

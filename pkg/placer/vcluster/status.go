@@ -48,7 +48,10 @@ func (c *Controller) observe(ctx context.Context, vc *v1alpha1.VirtualCluster, s
 		n := &status.Nodes[i]
 		n.SlurmState = states[n.Name]
 		base, flags, _ := strings.Cut(n.SlurmState, "+")
-		if !slices.Contains(upStates, base) || strings.Contains(flags, "DRAIN") || strings.Contains(flags, "NOT_RESPONDING") {
+		switch {
+		case !n.PodReady:
+			down = append(down, fmt.Sprintf("%s's pod %s is not ready", n.Name, n.Pod))
+		case !slices.Contains(upStates, base) || strings.Contains(flags, "DRAIN") || strings.Contains(flags, "NOT_RESPONDING"):
 			down = append(down, fmt.Sprintf("%s is %s", n.Name, orUnknown(n.SlurmState)))
 		}
 	}
