@@ -51,7 +51,8 @@ type reporting struct {
 var (
 	agentPaths        = []agent.Path{agent.PathInotify, agent.PathInformer, agent.PathScan, agent.PathStartup, agent.PathDecide}
 	agentErrorReasons = []agent.ErrorReason{agent.ErrAllocate, agent.ErrCgroupWrite, agent.ErrVanished, agent.ErrEnumerate,
-		agent.ErrResolve, agent.ErrCheckpoint, agent.ErrKubeletPolicy, agent.ErrKubeletState, agent.ErrIOLimit}
+		agent.ErrResolve, agent.ErrCheckpoint, agent.ErrKubeletPolicy, agent.ErrKubeletState, agent.ErrIOLimit,
+		agent.ErrSlurmNoPlaceholder, agent.ErrSlurmConfine}
 	agentIOWrites = []agent.IOWrite{agent.IOSet, agent.IOCleared, agent.IORepaired}
 )
 
@@ -184,6 +185,7 @@ func (h agentHooks) DriftRepaired(cgroup.ContainerRef)             { h.m.DriftRe
 func (h agentHooks) Failed(reason agent.ErrorReason)               { h.m.Failed(string(reason)) }
 func (h agentHooks) Reconciled(r policy.Repair)                    { h.m.StartupRepaired(string(r.Reason)) }
 func (h agentHooks) IOLimitWritten(w agent.IOWrite)                { h.m.IOLimitWritten(string(w)) }
+func (h agentHooks) SlurmProcessesConfined(n int)                  { h.m.SlurmProcessesConfined(n) }
 func (h agentHooks) CheckpointWritten(took time.Duration, err error) {
 	h.m.CheckpointWritten(took, err)
 }

@@ -227,6 +227,7 @@ func (a *Agent) confineSet(s slurmSet, res *SlurmConfinement, seen map[string]bo
 		moved, err := a.d.Mover.MoveProcesses(ref, move)
 		if len(moved) > 0 {
 			res.Moved[id] = append(res.Moved[id], moved...)
+			a.hooks.SlurmProcessesConfined(len(moved))
 			a.log.Info("Slurm job's processes confined to its placeholder", "virtualCluster", s.pod.Slurm.Cluster,
 				"namespace", s.pod.Namespace, "job", id.String(), "pids", moved, "container", ref.String())
 			a.d.Recorder.Eventf(podRef(s.pod), corev1.EventTypeNormal, ReasonSlurmJobConfined,

@@ -202,6 +202,9 @@ func TestConfineSlurmJobs(t *testing.T) {
 	if n := e.hooks.failures[ErrSlurmNoPlaceholder]; n != 6 {
 		t.Errorf("%d counted jobs without placeholder, want 2 a pass", n)
 	}
+	if n := e.hooks.confined; n != 4 {
+		t.Errorf("%d processes counted as confined, want 4", n)
+	}
 
 	// Through the loop's tick as well: a new step's slurmstepd is moved.
 	host.add(refs[slurmd.Name], slurm.Process{PID: 14, PPID: 1, Exe: stepd, Title: "slurmstepd: [42.0]"})

@@ -96,6 +96,7 @@ type countingHooks struct {
 	repairs  int
 	failures map[ErrorReason]int
 	ckpt     int
+	confined int
 }
 
 func (h *countingHooks) PinWritten(p Path, _ time.Duration) {
@@ -104,6 +105,7 @@ func (h *countingHooks) PinWritten(p Path, _ time.Duration) {
 	h.pins = append(h.pins, p)
 }
 func (h *countingHooks) DriftRepaired(cgroup.ContainerRef) { h.mu.Lock(); h.repairs++; h.mu.Unlock() }
+func (h *countingHooks) SlurmProcessesConfined(n int)      { h.mu.Lock(); h.confined += n; h.mu.Unlock() }
 func (h *countingHooks) Failed(r ErrorReason) {
 	h.mu.Lock()
 	defer h.mu.Unlock()

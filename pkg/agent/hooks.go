@@ -77,6 +77,8 @@ type Hooks interface {
 	Reconciled(r policy.Repair)
 	// IOLimitWritten: a pod's I/O bandwidth limit was written.
 	IOLimitWritten(w IOWrite)
+	// SlurmProcessesConfined: n processes of a Slurm job were moved into its placeholder's cgroup.
+	SlurmProcessesConfined(n int)
 }
 
 // NopHooks implements Hooks doing nothing.
@@ -92,3 +94,4 @@ func (NopHooks) Failed(ErrorReason)                     {}
 func (NopHooks) CheckpointWritten(time.Duration, error) {}
 func (NopHooks) Reconciled(policy.Repair)               {}
 func (NopHooks) IOLimitWritten(IOWrite)                 {}
+func (NopHooks) SlurmProcessesConfined(int)             {}

@@ -41,6 +41,7 @@ type Agent struct {
 	publishLatency     prometheus.Histogram
 	publishedGen       prometheus.Gauge
 	ioWrites           *prometheus.CounterVec
+	slurmConfined      prometheus.Counter
 }
 
 // Labels lists the label values to create at zero, so that rates and alerts work before the
@@ -76,7 +77,7 @@ func NewAgent(reg prometheus.Registerer, labels Labels) (*Agent, error) {
 		m.publishes.WithLabelValues(r)
 	}
 	for _, c := range []prometheus.Collector{m.pins, m.window, m.allocations, m.releases, m.repairs, m.startupRepairs, m.errors,
-		m.checkpointWrites, m.checkpointDuration, m.publishes, m.publishLatency, m.publishedGen, m.ioWrites} {
+		m.checkpointWrites, m.checkpointDuration, m.publishes, m.publishLatency, m.publishedGen, m.ioWrites, m.slurmConfined} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register node agent metrics: %w", err)
 		}
@@ -119,6 +120,10 @@ func (m *Agent) pinningMetrics() {
 		Namespace: namespace, Subsystem: subsystem, Name: "io_limit_writes_total",
 		Help: "Pods whose block I/O bandwidth limit was written, by kind: set (from a ServiceObjective), cleared (no objective holds the pod), repaired (drift).",
 	}, []string{"kind"})
+	m.slurmConfined = prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: namespace, Subsystem: subsystem, Name: "slurm_processes_confined_total",
+		Help: "Processes of Slurm jobs moved from a virtual cluster's slurmd container into their job's placeholder container.",
+	})
 }
 
 // stateMetrics makes the metrics of checkpoint writes and NodeResourceTopology publishing.
@@ -164,6 +169,9 @@ func (m *Agent) DriftRepaired() { m.repairs.Inc() }
 
 // IOLimitWritten counts a pod's I/O limit write, by kind.
 func (m *Agent) IOLimitWritten(kind string) { m.ioWrites.WithLabelValues(kind).Inc() }
+
+// SlurmProcessesConfined counts processes of Slurm jobs moved into their placeholders.
+func (m *Agent) SlurmProcessesConfined(n int) { m.slurmConfined.Add(float64(n)) }
 
 // StartupRepaired counts a conflict the start-up rebuild resolved, by reason.
 func (m *Agent) StartupRepaired(reason string) { m.startupRepairs.WithLabelValues(reason).Inc() }

@@ -62,6 +62,8 @@ func TestAgentRecordsHooks(t *testing.T) {
 	m.CheckpointWritten(time.Second, errors.New("disk full"))
 	m.Published(42, 30*time.Millisecond)
 	m.PublishFailed()
+	m.SlurmProcessesConfined(3)
+	m.SlurmProcessesConfined(1)
 
 	const want = `
 # HELP finegrain_nodeagent_allocations_total Exclusive CPU assignments made to containers.
@@ -96,10 +98,13 @@ finegrain_nodeagent_nrt_publishes_total{result="success"} 1
 # HELP finegrain_nodeagent_nrt_published_generation State generation of the last NodeResourceTopology the API server accepted.
 # TYPE finegrain_nodeagent_nrt_published_generation gauge
 finegrain_nodeagent_nrt_published_generation 42
+# HELP finegrain_nodeagent_slurm_processes_confined_total Processes of Slurm jobs moved from a virtual cluster's slurmd container into their job's placeholder container.
+# TYPE finegrain_nodeagent_slurm_processes_confined_total counter
+finegrain_nodeagent_slurm_processes_confined_total 4
 `
 	names := []string{"finegrain_nodeagent_allocations_total", "finegrain_nodeagent_releases_total", "finegrain_nodeagent_repairs_total",
 		"finegrain_nodeagent_startup_repairs_total", "finegrain_nodeagent_errors_total", "finegrain_nodeagent_pins_total", "finegrain_nodeagent_checkpoint_writes_total",
-		"finegrain_nodeagent_nrt_publishes_total", "finegrain_nodeagent_nrt_published_generation"}
+		"finegrain_nodeagent_nrt_publishes_total", "finegrain_nodeagent_nrt_published_generation", "finegrain_nodeagent_slurm_processes_confined_total"}
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), names...); err != nil {
 		t.Error(err)
 	}
