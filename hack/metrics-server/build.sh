@@ -7,61 +7,23 @@
 # Usage: hack/metrics-server/build.sh
 # Prints the directory holding the metrics-server binary on stdout. Progress goes to stderr.
 #
-# The cache lives outside git, in $FINEGRAIN_CACHE (default ~/.cache/finegrain), under a key made
-# of the metrics-server version and a hash of go.mod and go.sum: a second run with the same files
-# returns at once; changing either builds afresh. Builds run under `nice -n 10` with a lock, so
-# two callers at the same time build once.
+# The cache key is the metrics-server version and a hash of go.mod and go.sum: a second run with
+# the same files returns at once; changing either builds afresh (hack/lib/cachedbuild.sh: where
+# the cache lives, the lock, nice).
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+BUILD_NAME=metrics-server-build
+. "$here/../lib/cachedbuild.sh"
 
-say() { echo "metrics-server-build: $*" >&2; }
-die() { echo "metrics-server-build: $*" >&2; exit 1; }
-
-command -v go >/dev/null || die "go is not on PATH; install Go 1.26 into /usr/local/go and add /usr/local/go/bin to PATH"
-command -v flock >/dev/null || die "flock is missing; install the Debian package util-linux"
-
-version="$(awk '$1 == "sigs.k8s.io/metrics-server" && $2 ~ /^v/ { print $2 }' "$here/go.mod")"
-[[ "$version" =~ ^v[0-9]+\.[0-9]+\.[0-9]+$ ]] ||
-  die "$here/go.mod does not require sigs.k8s.io/metrics-server vMAJOR.MINOR.PATCH (found '${version}')"
-
-key="$(cat "$here/go.mod" "$here/go.sum" | sha256sum | cut -c1-12)"
-cache="${FINEGRAIN_CACHE:-$HOME/.cache/finegrain}"
-dest="$cache/metrics-server/$version-$key"
+version="$(module_version "$here/go.mod" sigs.k8s.io/metrics-server)"
 bin=metrics-server
 
-if [ -x "$dest/$bin" ]; then
-  say "using cached metrics-server $version in $dest"
-  echo "$dest"
-  exit 0
-fi
+complete() { [ -x "$1/$bin" ]; }
 
-mkdir -p "$cache/metrics-server"
-exec 9>"$cache/metrics-server/.build.lock"
-if ! flock -n 9; then
-  say "another build holds $cache/metrics-server/.build.lock; waiting for it"
-  flock 9
-fi
-if [ -x "$dest/$bin" ]; then
-  say "another build finished $dest while this one waited"
-  echo "$dest"
-  exit 0
-fi
+build() {
+  go_build_module "$here" "$1/$bin" sigs.k8s.io/metrics-server/cmd/metrics-server && check_runs "$1/$bin" --version
+}
 
-tmp="$(mktemp -d "$cache/metrics-server/.build-XXXXXX")"
-trap 'rm -rf "$tmp"' EXIT
-say "building metrics-server $version into $dest"
-start=$(date +%s)
-(
-  cd "$here"
-  GOWORK=off GOFLAGS="-buildvcs=false -mod=readonly" CGO_ENABLED=0 nice -n 10 \
-    go build -trimpath -ldflags "-s -w" -o "$tmp/$bin" sigs.k8s.io/metrics-server/cmd/metrics-server
-) || die "go build of metrics-server $version failed (see the compiler output above)"
-say "built in $(($(date +%s) - start)) s"
-
-"$tmp/$bin" --version >"$tmp/version.txt" 2>&1 || die "the metrics-server $version just built does not run: $(cat "$tmp/version.txt")"
-rm -rf "$dest"
-chmod 755 "$tmp"
-mv "$tmp" "$dest"
-trap - EXIT
-echo "$dest"
+cached_build "metrics-server $version" \
+  "$BUILD_CACHE/metrics-server/$version-$(content_key "$here/go.mod" "$here/go.sum")" complete build
