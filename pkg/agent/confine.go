@@ -2,10 +2,11 @@ package agent
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
+	"io/fs"
 	"maps"
 	"slices"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -198,15 +199,6 @@ func (a *Agent) confineSet(s slurmSet, res *SlurmConfinement, seen map[string]bo
 		res.Errors = append(res.Errors, fmt.Errorf("processes of virtual cluster %s's slurmd (pod %s/%s): %w", s.pod.Slurm.Cluster, s.pod.Namespace, s.pod.Name, err))
 		return
 	}
-	for _, p := range procs {
-		// A zombie has no title: a titled process without a readable program means the agent
-		// may not read /proc/<pid>/exe of processes that hold capabilities, and tells no job.
-		if inSlurmd[p.PID] && p.Exe == "" && strings.HasPrefix(p.Title, "slurmstepd: [") {
-			res.Errors = append(res.Errors, fmt.Errorf("slurmd of virtual cluster %s (pod %s/%s): process %d is titled %q but its program (/proc/%d/exe) cannot be read, so no Slurm job's processes are confined: the node agent needs the SYS_PTRACE capability to read the program of a process that holds capabilities (add it to the agent's container: capabilities: {drop: [ALL], add: [SYS_PTRACE]})",
-				s.pod.Slurm.Cluster, s.pod.Namespace, s.pod.Name, p.PID, p.Title, p.PID))
-			return
-		}
-	}
 	jobs := slurm.JobProcesses(procs)
 	for _, id := range slices.Sorted(maps.Keys(jobs)) {
 		var move []int
@@ -232,6 +224,9 @@ func (a *Agent) confineSet(s slurmSet, res *SlurmConfinement, seen map[string]bo
 				"namespace", s.pod.Namespace, "job", id.String(), "pids", moved, "container", ref.String())
 			a.d.Recorder.Eventf(podRef(s.pod), corev1.EventTypeNormal, ReasonSlurmJobConfined,
 				"%d processes of Slurm job %s moved to the cgroup of its placeholder's pinned container %s", len(moved), id, ref)
+		}
+		if errors.Is(err, fs.ErrPermission) {
+			err = fmt.Errorf("%w: moving a process that holds capabilities (slurmstepd, root in its container) into another cpuset takes CAP_SYS_NICE; give the node agent's container capabilities {drop: [ALL], add: [SYS_NICE]} (docs/slurm-delegation.md, \"Confinement\")", err)
 		}
 		if err != nil {
 			res.Errors = append(res.Errors, fmt.Errorf("Slurm job %s of virtual cluster %s: %w", id, s.pod.Slurm.Cluster, err))

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/record"
 
@@ -37,8 +38,19 @@ func TestRealSlurmJobConfinedToPlaceholder(t *testing.T) {
 		t.Fatal(err)
 	}
 	events := record.NewFakeRecorder(1000)
-	ka := kt.run(Deps{Store: store, Recorder: events, Processes: procs, Mover: kt.fs,
-		SlurmProcesses: func(pids []int) ([]slurm.Process, error) { return slurm.ReadProcesses("/proc", pids) }})
+	// The agent reads the processes without capabilities, as the DaemonSet runs it, and moves them
+	// with CAP_SYS_NICE alone, which moving a process that holds capabilities into another cpuset
+	// takes (docs/slurm-delegation.md).
+	ka := kt.run(Deps{Store: store, Recorder: events, Processes: procs, Mover: niceMover{kt.fs},
+		SlurmProcesses: func(pids []int) (ps []slurm.Process, err error) {
+			if werr := slurmtest.WithoutCapabilities(func() error {
+				ps, err = slurm.ReadProcesses("/proc", pids)
+				return nil
+			}); werr != nil {
+				return nil, werr
+			}
+			return ps, err
+		}})
 	a, k, m, client, resolver, ctx := ka.a, kt.tree, kt.mounts, ka.client, ka.resolver, ka.ctx
 
 	// The virtual cluster's slurmd pod; Slurm's slurmd n1 runs in its container's cgroups.
@@ -86,11 +98,7 @@ func TestRealSlurmJobConfinedToPlaceholder(t *testing.T) {
 	start := time.Now()
 	var where map[int]string
 	slurmtest.WaitFor(t, 20*time.Second, "every process of job "+placed.String()+" in its placeholder", func() bool {
-		ps, err := slurm.ReadProcesses("/proc", slurmtest.PIDs(t))
-		if err != nil {
-			t.Fatal(err)
-		}
-		jobs := slurm.JobProcesses(ps)
+		ps, jobs := slurmtest.JobsWithoutCapabilities(t)
 		var titles []string
 		where = map[int]string{}
 		for _, p := range ps {
@@ -134,11 +142,8 @@ func TestRealSlurmJobConfinedToPlaceholder(t *testing.T) {
 			}
 		}
 	})
-	ps, err := slurm.ReadProcesses("/proc", slurmtest.PIDs(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	left := slurm.JobProcesses(ps)[unplaced]
+	_, jobs := slurmtest.JobsWithoutCapabilities(t)
+	left := jobs[unplaced]
 	if len(left) == 0 {
 		t.Fatalf("job %s has no processes", unplaced)
 	}
@@ -150,6 +155,20 @@ func TestRealSlurmJobConfinedToPlaceholder(t *testing.T) {
 			t.Errorf("process %d of job %s: Cpus_allowed_list %s, want the shared pool %s", pid, unplaced, got, shared)
 		}
 	}
+}
+
+// niceMover moves processes as cgroup.FS does, on a thread whose only capability is
+// CAP_SYS_NICE.
+type niceMover struct{ fs *cgroup.FS }
+
+func (m niceMover) MoveProcesses(ref cgroup.ContainerRef, pids []int) (moved []int, err error) {
+	if werr := slurmtest.WithOnlyCapability(unix.CAP_SYS_NICE, func() error {
+		moved, err = m.fs.MoveProcesses(ref, pids)
+		return nil
+	}); werr != nil {
+		return nil, werr
+	}
+	return moved, err
 }
 
 // cgroupOf is a process's cpuset cgroup (/proc/<pid>/cpuset), memoryCgroupOf its memory cgroup;

@@ -3,9 +3,11 @@ package agent
 import (
 	"context"
 	"fmt"
+	"io/fs"
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -29,6 +31,8 @@ type fakeHost struct {
 	procs map[int]slurm.Process
 	in    map[int]cgroup.ContainerRef
 	moves []string
+	// refuse, when set, is MoveProcesses's error.
+	refuse error
 }
 
 func (h *fakeHost) add(ref cgroup.ContainerRef, ps ...slurm.Process) {
@@ -69,6 +73,9 @@ func (h *fakeHost) read(pids []int) ([]slurm.Process, error) {
 func (h *fakeHost) MoveProcesses(ref cgroup.ContainerRef, pids []int) ([]int, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if h.refuse != nil {
+		return nil, h.refuse
+	}
 	for _, pid := range pids {
 		h.in[pid] = ref
 	}
@@ -109,11 +116,13 @@ func placeholderOf(name string, job slurm.JobID, owner metav1.OwnerReference) *c
 	return p
 }
 
-const stepd = "/usr/sbin/slurmstepd"
+const stepd = "slurmstepd"
 
 // TestConfineSlurmJobs moves the processes of a job that runs in a trusted slurmd container into
 // its pinned placeholder's cgroup, and nothing else: not a job of no placeholder here (reported
-// once), not a process that only calls itself a slurmstepd, not the slurmstepd of a pod that only
+// once), not a process that only calls itself a slurmstepd (by title, or by name and title as a
+// user), not a slurmstepd of another job started below the job's processes (it stays with the
+// job: moved into the job's placeholder), not the slurmstepd of a pod that only
 // carries slurmd's labels, not one of a slurmd of another namespace, and not into the placeholder
 // of another VirtualCluster of the same name. A process left behind by a move (forked meanwhile)
 // follows at the next pass; moved processes are not moved again.
@@ -146,21 +155,23 @@ func TestConfineSlurmJobs(t *testing.T) {
 	}
 
 	host.add(refs[slurmd.Name],
-		slurm.Process{PID: 1, Exe: "/usr/sbin/slurmd", Title: "/usr/sbin/slurmd -D"},
-		slurm.Process{PID: 10, PPID: 1, Exe: stepd, Title: "slurmstepd: [42.batch]"},
-		slurm.Process{PID: 11, PPID: 10, Exe: "/usr/bin/bash", Title: "/bin/bash /var/spool/slurmd/job00042/slurm_script"},
-		slurm.Process{PID: 12, PPID: 11, Exe: "/usr/bin/mpirun", Title: "mpirun -np 2 ./app"},
-		slurm.Process{PID: 20, PPID: 1, Exe: stepd, Title: "slurmstepd: [43.batch]"},
-		slurm.Process{PID: 21, PPID: 20, Exe: "/usr/bin/sleep", Title: "sleep 100"},
-		slurm.Process{PID: 30, PPID: 1, Exe: "/usr/bin/python3", Title: "slurmstepd: [42.0]"},
-		slurm.Process{PID: 31, PPID: 30, Exe: "/usr/bin/yes", Title: "yes"},
+		slurm.Process{PID: 1, Comm: "slurmd", Title: "/usr/sbin/slurmd -D"},
+		slurm.Process{PID: 10, PPID: 1, Comm: stepd, Title: "slurmstepd: [42.batch]"},
+		slurm.Process{PID: 11, PPID: 10, Comm: "bash", Title: "/bin/bash /var/spool/slurmd/job00042/slurm_script"},
+		slurm.Process{PID: 12, PPID: 11, Comm: "mpirun", Title: "mpirun -np 2 ./app"},
+		slurm.Process{PID: 20, PPID: 1, Comm: stepd, Title: "slurmstepd: [43.batch]"},
+		slurm.Process{PID: 21, PPID: 20, Comm: "sleep", Title: "sleep 100"},
+		slurm.Process{PID: 30, PPID: 1, Comm: "python3", Title: "slurmstepd: [42.0]"},
+		slurm.Process{PID: 31, PPID: 30, Comm: "yes", Title: "yes"},
+		slurm.Process{PID: 32, PPID: 1, Comm: stepd, UID: 1000, Title: "slurmstepd: [42.1]"},
+		slurm.Process{PID: 15, PPID: 12, Comm: stepd, Title: "slurmstepd: [43.0]"},
 	)
-	host.add(refs[forged.Name], slurm.Process{PID: 40, Exe: stepd, Title: "slurmstepd: [42.0]"},
-		slurm.Process{PID: 41, PPID: 40, Exe: "/usr/bin/yes", Title: "yes"})
-	host.add(refs[elsewhere.Name], slurm.Process{PID: 50, Exe: stepd, Title: "slurmstepd: [42.1]"})
+	host.add(refs[forged.Name], slurm.Process{PID: 40, Comm: stepd, Title: "slurmstepd: [42.0]"},
+		slurm.Process{PID: 41, PPID: 40, Comm: "yes", Title: "yes"})
+	host.add(refs[elsewhere.Name], slurm.Process{PID: 50, Comm: stepd, Title: "slurmstepd: [42.1]"})
 
 	res := e.a.ConfineSlurmJobs()
-	if d := cmp.Diff(map[slurm.JobID][]int{42: {10, 11, 12}}, res.Moved); d != "" || len(res.Errors) > 0 {
+	if d := cmp.Diff(map[slurm.JobID][]int{42: {10, 11, 12, 15}}, res.Moved); d != "" || len(res.Errors) > 0 {
 		t.Errorf("first pass moved (-want +got):\n%s\nerrors %v", d, res.Errors)
 	}
 	// Job 43 is reported twice: by this node's slurmd (its placeholder is another
@@ -168,7 +179,7 @@ func TestConfineSlurmJobs(t *testing.T) {
 	if d := cmp.Diff([]slurm.JobID{43, 42}, res.Unplaced); d != "" {
 		t.Errorf("unplaced jobs (-want +got):\n%s", d)
 	}
-	for pid, want := range map[int]string{1: slurmd.Name, 20: slurmd.Name, 21: slurmd.Name, 30: slurmd.Name, 31: slurmd.Name,
+	for pid, want := range map[int]string{1: slurmd.Name, 20: slurmd.Name, 21: slurmd.Name, 30: slurmd.Name, 31: slurmd.Name, 32: slurmd.Name, 15: job42.Name,
 		40: forged.Name, 41: forged.Name, 50: elsewhere.Name, 10: job42.Name, 11: job42.Name, 12: job42.Name} {
 		if got := host.where(pid); got != refs[want] {
 			t.Errorf("process %d is in %s, want %s's container", pid, got, want)
@@ -183,7 +194,7 @@ func TestConfineSlurmJobs(t *testing.T) {
 
 	// The script forked while it was moved: the child stays in slurmd, its parent is in the
 	// placeholder; it follows now. Nothing else moves, and job 43 is not reported again.
-	host.add(refs[slurmd.Name], slurm.Process{PID: 13, PPID: 11, Exe: "/usr/bin/srun", Title: "srun ./app"})
+	host.add(refs[slurmd.Name], slurm.Process{PID: 13, PPID: 11, Comm: "srun", Title: "srun ./app"})
 	host.moves = nil
 	res = e.a.ConfineSlurmJobs()
 	if d := cmp.Diff(map[slurm.JobID][]int{42: {13}}, res.Moved); d != "" {
@@ -202,12 +213,12 @@ func TestConfineSlurmJobs(t *testing.T) {
 	if n := e.hooks.failures[ErrSlurmNoPlaceholder]; n != 6 {
 		t.Errorf("%d counted jobs without placeholder, want 2 a pass", n)
 	}
-	if n := e.hooks.confined; n != 4 {
-		t.Errorf("%d processes counted as confined, want 4", n)
+	if n := e.hooks.confined; n != 5 {
+		t.Errorf("%d processes counted as confined, want 5", n)
 	}
 
 	// Through the loop's tick as well: a new step's slurmstepd is moved.
-	host.add(refs[slurmd.Name], slurm.Process{PID: 14, PPID: 1, Exe: stepd, Title: "slurmstepd: [42.0]"})
+	host.add(refs[slurmd.Name], slurm.Process{PID: 14, PPID: 1, Comm: stepd, Title: "slurmstepd: [42.0]"})
 	e.a.Tick(context.Background())
 	if got := host.where(14); got != refs[job42.Name] {
 		t.Errorf("the tick left job 42's new step in %s", got)
@@ -219,7 +230,7 @@ func TestConfineSlurmJobs(t *testing.T) {
 // has), or a placeholder pod that is gone.
 func TestConfineSlurmJobsWaitsForThePin(t *testing.T) {
 	e, host, sref := confineEnv(t)
-	host.add(sref, slurm.Process{PID: 10, PPID: 1, Exe: stepd, Title: "slurmstepd: [42.batch]"})
+	host.add(sref, slurm.Process{PID: 10, PPID: 1, Comm: stepd, Title: "slurmstepd: [42.batch]"})
 
 	job42 := placeholderOf("vc1-slurm-42-0", 42, vcOwner("vc1", vcUID, false))
 	e.apply(withStatus(job42, hexID('b')))
@@ -235,37 +246,47 @@ func TestConfineSlurmJobsWaitsForThePin(t *testing.T) {
 	href := e.container(huge, hexID('c'))
 	e.resolver.set(hexID('c'), cri.Identity{PodUID: string(huge.UID), Name: classify.PlaceholderContainer})
 	e.appeared(href)
-	host.add(sref, slurm.Process{PID: 20, PPID: 1, Exe: stepd, Title: "slurmstepd: [44.batch]"})
+	host.add(sref, slurm.Process{PID: 20, PPID: 1, Comm: stepd, Title: "slurmstepd: [44.batch]"})
 	if res := e.a.ConfineSlurmJobs(); len(res.Moved) != 0 || !slices.Equal(res.Unplaced, []slurm.JobID{42, 44}) || host.where(20) != sref {
 		t.Errorf("with an unpinned placeholder: %+v, want jobs 42 and 44 unplaced", res)
 	}
-	pref := e.container(job42, hexID('b'))
-	e.resolver.set(hexID('b'), cri.Identity{PodUID: string(job42.UID), Name: classify.PlaceholderContainer})
-	e.appeared(pref)
+	pref := e.pinnedPlaceholder(job42, hexID('b'))
 	if res := e.a.ConfineSlurmJobs(); !slices.Equal(res.Moved[42], []int{10}) {
 		t.Errorf("once pinned: %+v, want process 10 moved", res)
 	}
 
 	e.remove(job42)
 	e.a.DrainPods(context.Background())
-	host.add(sref, slurm.Process{PID: 11, PPID: 1, Exe: stepd, Title: "slurmstepd: [42.0]"})
+	host.add(sref, slurm.Process{PID: 11, PPID: 1, Comm: stepd, Title: "slurmstepd: [42.0]"})
 	if res := e.a.ConfineSlurmJobs(); len(res.Moved) != 0 || host.where(11) != sref || host.where(10) != pref {
 		t.Errorf("after the placeholder is gone: %+v; process 11 in %s, 10 in %s; want both left where they are", res, host.where(11), host.where(10))
 	}
 }
 
-// A slurmstepd whose program the agent may not read (an agent without SYS_PTRACE, the process
-// holding capabilities) is an error that says what to grant, not a silent pass.
-func TestConfineSlurmJobsNeedsTheProgram(t *testing.T) {
+// A move the kernel refuses for want of a capability says which one the agent needs.
+func TestConfineSlurmJobsSaysWhatTheMoveNeeds(t *testing.T) {
 	e, host, sref := confineEnv(t)
-	host.add(sref, slurm.Process{PID: 10, PPID: 1, Title: "slurmstepd: [42.batch]"}, slurm.Process{PID: 11, PPID: 1})
+	host.refuse = &fs.PathError{Op: "write", Path: "/sys/fs/cgroup/cpuset/kubepods/cgroup.procs", Err: syscall.EPERM}
+	host.add(sref, slurm.Process{PID: 10, PPID: 1, Comm: stepd, Title: "slurmstepd: [42.batch]"})
+	job42 := placeholderOf("vc1-slurm-42-0", 42, vcOwner("vc1", vcUID, false))
+	e.apply(withStatus(job42, hexID('b')))
+	e.a.DrainPods(context.Background())
+	e.pinnedPlaceholder(job42, hexID('b'))
 	res := e.a.ConfineSlurmJobs()
-	if len(res.Errors) != 1 || !strings.Contains(res.Errors[0].Error(), "SYS_PTRACE") || len(res.Moved) != 0 {
-		t.Errorf("with an unreadable slurmstepd: %+v, want one error naming SYS_PTRACE", res)
+	if len(res.Errors) != 1 || !strings.Contains(res.Errors[0].Error(), "CAP_SYS_NICE") || len(res.Moved) != 0 || host.where(10) != sref {
+		t.Errorf("with the move refused: %+v, want one error naming CAP_SYS_NICE and process 10 left in slurmd", res)
 	}
 	if n := e.hooks.failures[ErrSlurmConfine]; n != 1 {
 		t.Errorf("%d counted confinement errors, want 1", n)
 	}
+}
+
+// pinnedPlaceholder makes the container of a placeholder pod appear, which the agent pins.
+func (e *env) pinnedPlaceholder(p *corev1.Pod, id string) cgroup.ContainerRef {
+	ref := e.container(p, id)
+	e.resolver.set(id, cri.Identity{PodUID: string(p.UID), Name: classify.PlaceholderContainer})
+	e.appeared(ref)
+	return ref
 }
 
 // confineEnv is an agent confining Slurm jobs on fakes, with one trusted slurmd pod of virtual

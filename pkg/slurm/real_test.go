@@ -117,10 +117,12 @@ func TestRealSlurmDelegation(t *testing.T) {
 }
 
 // The processes of a real running job are found from /proc (its batch slurmstepd, the script,
-// a background process, the srun and its step's slurmstepd and task), and moving them into a
-// cpuset cgroup confines them to its CPUs: the kernel resets each moved task's affinity to the
-// cgroup's CPUs, and what the script forks afterwards starts inside it. This is the mechanism
-// of the confinement docs/slurm-delegation.md designs, on this host's cgroup v1 cpuset.
+// a background process, the srun and its step's slurmstepd and task) by a thread without
+// capabilities, like the node agent's, which may not read a slurmstepd's /proc/<pid>/exe; and
+// moving them into a cpuset cgroup confines them to its CPUs: the kernel resets each moved task's
+// affinity to the cgroup's CPUs, and what the script forks afterwards starts inside it. This is
+// the mechanism of the confinement docs/slurm-delegation.md designs, on this host's cgroup v1
+// cpuset.
 func TestRealJobProcessesConfined(t *testing.T) {
 	const cpusetRoot = "/sys/fs/cgroup/cpuset"
 	if _, err := os.Stat(filepath.Join(cpusetRoot, "cpuset.cpus")); err != nil {
@@ -133,21 +135,32 @@ func TestRealJobProcessesConfined(t *testing.T) {
 		t.Fatal(err)
 	}
 	var mine []int
+	batch := 0
 	slurmtest.WaitFor(t, 20*time.Second, "job "+id.String()+"'s sleep 7707 and step's sleep 7708", func() bool {
-		procs, err := slurm.ReadProcesses("/proc", slurmtest.PIDs(t))
-		if err != nil {
-			t.Fatal(err)
-		}
-		mine = slurm.JobProcesses(procs)[id]
+		procs, jobs := slurmtest.JobsWithoutCapabilities(t)
+		mine = jobs[id]
 		var titles []string
 		for _, p := range procs {
 			if slices.Contains(mine, p.PID) {
 				titles = append(titles, p.Title)
+				if p.Title == "slurmstepd: ["+id.String()+".batch]" {
+					batch = p.PID
+				}
 			}
 		}
 		return slices.Contains(titles, "sleep 7707") && slices.Contains(titles, "/usr/bin/sleep 7708") &&
 			slices.Contains(titles, "slurmstepd: ["+id.String()+".batch]") && slices.Contains(titles, "slurmstepd: ["+id.String()+".0]")
 	})
+	// The program of the slurmstepd found is what such a thread may not read.
+	err := slurmtest.WithoutCapabilities(func() error {
+		if exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", batch)); err == nil {
+			return fmt.Errorf("a thread without capabilities read the program of slurmstepd %d (%s): the test no longer shows that the agent's view suffices", batch, exe)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	cg := filepath.Join(cpusetRoot, fmt.Sprintf("finegrain-slurm-test-%d", os.Getpid()))
 	if err := os.Mkdir(cg, 0o755); err != nil {
@@ -180,11 +193,8 @@ func TestRealJobProcessesConfined(t *testing.T) {
 	}
 	// The script's loop forks a sleep every 0.1 s: the new ones start in the cgroup.
 	slurmtest.WaitFor(t, 5*time.Second, "a process the script forked after the move", func() bool {
-		procs, err := slurm.ReadProcesses("/proc", slurmtest.PIDs(t))
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, pid := range slurm.JobProcesses(procs)[id] {
+		_, jobs := slurmtest.JobsWithoutCapabilities(t)
+		for _, pid := range jobs[id] {
 			if !moved[pid] && slurmtest.CPUsAllowed(pid) == cpus {
 				return true
 			}
