@@ -98,7 +98,7 @@ func TestRealSlurmJobConfinedToPlaceholder(t *testing.T) {
 	start := time.Now()
 	var where map[int]string
 	slurmtest.WaitFor(t, 20*time.Second, "every process of job "+placed.String()+" in its placeholder", func() bool {
-		ps, jobs := slurmtest.JobsWithoutCapabilities(t)
+		ps, jobs := s.Jobs(t)
 		var titles []string
 		where = map[int]string{}
 		for _, p := range ps {
@@ -124,7 +124,7 @@ func TestRealSlurmJobConfinedToPlaceholder(t *testing.T) {
 		if got := slurmtest.CPUsAllowed(pid); got != "" && got != pin.CPUs.String() {
 			t.Errorf("process %d of job %s: Cpus_allowed_list %s, want the placeholder's pinned CPUs %s", pid, placed, got, pin.CPUs)
 		}
-		if got := memoryCgroupOf(pid); got != "" && got != "/"+k.base+"/"+phDir {
+		if got := memoryCgroupOf(pid); got != "" && got != "/"+k.base+"/"+phDir && !exited(pid) {
 			t.Errorf("process %d of job %s: memory cgroup %s, want the placeholder's", pid, placed, got)
 		}
 	}
@@ -142,7 +142,7 @@ func TestRealSlurmJobConfinedToPlaceholder(t *testing.T) {
 			}
 		}
 	})
-	_, jobs := slurmtest.JobsWithoutCapabilities(t)
+	_, jobs := s.Jobs(t)
 	left := jobs[unplaced]
 	if len(left) == 0 {
 		t.Fatalf("job %s has no processes", unplaced)
@@ -172,7 +172,9 @@ func (m niceMover) MoveProcesses(ref cgroup.ContainerRef, pids []int) (moved []i
 }
 
 // cgroupOf is a process's cpuset cgroup (/proc/<pid>/cpuset), memoryCgroupOf its memory cgroup;
-// "" once it has exited.
+// "" once it has exited. A zombie's /proc/<pid>/cgroup names the root cgroups (its cpuset file
+// still names its cpuset): a memory cgroup read as "/" counts only if the process did not exit
+// by the time it was read (exited).
 func cgroupOf(pid int) string {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cpuset", pid))
 	if err != nil {
@@ -192,4 +194,10 @@ func memoryCgroupOf(pid int) string {
 		}
 	}
 	return ""
+}
+
+// exited reports whether a process is a zombie or gone.
+func exited(pid int) bool {
+	ps, err := slurm.ReadProcesses("/proc", []int{pid})
+	return err != nil || len(ps) == 0 || ps[0].State == 'Z' || ps[0].State == 'X'
 }

@@ -137,7 +137,7 @@ func TestRealJobProcessesConfined(t *testing.T) {
 	var mine []int
 	batch := 0
 	slurmtest.WaitFor(t, 20*time.Second, "job "+id.String()+"'s sleep 7707 and step's sleep 7708", func() bool {
-		procs, jobs := slurmtest.JobsWithoutCapabilities(t)
+		procs, jobs := s.Jobs(t)
 		mine = jobs[id]
 		var titles []string
 		for _, p := range procs {
@@ -193,7 +193,7 @@ func TestRealJobProcessesConfined(t *testing.T) {
 	}
 	// The script's loop forks a sleep every 0.1 s: the new ones start in the cgroup.
 	slurmtest.WaitFor(t, 5*time.Second, "a process the script forked after the move", func() bool {
-		_, jobs := slurmtest.JobsWithoutCapabilities(t)
+		_, jobs := s.Jobs(t)
 		for _, pid := range jobs[id] {
 			if !moved[pid] && slurmtest.CPUsAllowed(pid) == cpus {
 				return true

@@ -64,10 +64,10 @@ func withCapabilities(mask uint64, f func() error) error {
 	return <-done
 }
 
-// JobsWithoutCapabilities reads this PID namespace's processes and which Slurm job each runs for
+// jobsWithoutCapabilities reads this PID namespace's processes and which Slurm job each runs for
 // (slurm.ReadProcesses, slurm.JobProcesses) on a thread without capabilities, as the node agent
 // does.
-func JobsWithoutCapabilities(t testing.TB) ([]slurm.Process, map[slurm.JobID][]int) {
+func jobsWithoutCapabilities(t testing.TB) ([]slurm.Process, map[slurm.JobID][]int) {
 	t.Helper()
 	pids := PIDs(t)
 	var procs []slurm.Process

@@ -7,13 +7,13 @@ package slurmtest
 import (
 	"context"
 	"crypto/rand"
+	"encoding/binary"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -66,6 +66,12 @@ func Start(t testing.TB) *Cluster {
 		t.Fatal(err)
 	}
 	ports := freePorts(t, 4)
+	// Job IDs start at a random number: the Slurms of tests running at the same time (go test runs
+	// packages in parallel) then never share a job ID, by which their jobs' processes on this host
+	// are told apart (Jobs, killStrayJobs).
+	var r [4]byte
+	_, _ = rand.Read(r[:])
+	firstJob := 1000 + binary.BigEndian.Uint32(r[:])%60_000_000
 	conf := fmt.Sprintf(`ClusterName=fgtest
 SlurmctldHost=localhost(127.0.0.1)
 SlurmUser=root
@@ -95,7 +101,8 @@ JobAcctGatherType=jobacct_gather/none
 NodeName=n1 NodeHostname=localhost NodeAddr=127.0.0.1 CPUs=2 RealMemory=1000 State=UNKNOWN
 NodeName=n2 NodeHostname=localhost NodeAddr=127.0.0.1 Port=%[4]d CPUs=2 RealMemory=1000 State=UNKNOWN
 PartitionName=batch Nodes=ALL Default=YES MaxTime=INFINITE State=UP
-`, ports[0], ports[1], dir, ports[2])
+FirstJobId=%[5]d
+`, ports[0], ports[1], dir, ports[2], firstJob)
 	if err := os.WriteFile(filepath.Join(dir, "slurm.conf"), []byte(conf), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -257,36 +264,32 @@ func (s *Cluster) Job(t testing.TB, id slurm.JobID) slurm.Job {
 	return slurm.Job{}
 }
 
-// killStrayJobs kills, with SIGKILL, the processes of every job that runs in this cluster's
-// directory (the slurmstepd's job processes, one of them working below Dir).
+// killStrayJobs kills, with SIGKILL, the processes of every job of this cluster still running.
 func (s *Cluster) killStrayJobs(t testing.TB) {
-	ents, err := os.ReadDir("/proc")
-	if err != nil {
-		t.Error(err)
-		return
-	}
-	var pids []int
-	for _, e := range ents {
-		if pid, err := strconv.Atoi(e.Name()); err == nil {
-			pids = append(pids, pid)
-		}
-	}
-	procs, err := slurm.ReadProcesses("/proc", pids)
-	if err != nil {
-		t.Error(err)
-		return
-	}
-	for id, jobPIDs := range slurm.JobProcesses(procs) {
-		ours := slices.ContainsFunc(jobPIDs, func(pid int) bool {
-			cwd, err := os.Readlink(fmt.Sprintf("/proc/%d/cwd", pid))
-			return err == nil && strings.HasPrefix(cwd, s.Dir+"/")
-		})
-		if !ours {
-			continue
-		}
+	_, jobs := s.Jobs(t)
+	for id, jobPIDs := range jobs {
 		t.Logf("killing the processes %v of job %s, which this test's Slurm forgot", jobPIDs, id)
 		for _, pid := range jobPIDs {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
 	}
+}
+
+// Jobs reads the host's processes and which of this cluster's Slurm jobs each runs for, the
+// reading done on a thread without capabilities as the node agent does (jobsWithoutCapabilities).
+// Jobs of other Slurms (another test's, running at the same time, whose job IDs start at 1 too)
+// are left out: a job is this cluster's when one of its processes works below Dir.
+func (s *Cluster) Jobs(t testing.TB) ([]slurm.Process, map[slurm.JobID][]int) {
+	t.Helper()
+	procs, jobs := jobsWithoutCapabilities(t)
+	for id, pids := range jobs {
+		ours := slices.ContainsFunc(pids, func(pid int) bool {
+			cwd, err := os.Readlink(fmt.Sprintf("/proc/%d/cwd", pid))
+			return err == nil && strings.HasPrefix(cwd, s.Dir+"/")
+		})
+		if !ours {
+			delete(jobs, id)
+		}
+	}
+	return procs, jobs
 }
