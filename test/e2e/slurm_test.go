@@ -29,13 +29,43 @@ import (
 const vcReadyTimeout = 3 * time.Minute
 
 func TestSlurmVirtualClusters(t *testing.T) {
-	c, _ := deployPlacer(t)
-	// Either kubelet policy runs the shared-pool pods alike; one pass is enough.
+	c := framework.Setup(t)
+	// Either kubelet policy runs the shared-pool pods alike; one pass each of one and of several
+	// nodes is enough.
 	c.RequireCPUManagerPolicy(t, "none")
+	c.ApplyKustomize(t, c.Overlay)
+	framework.Eventually(t, "the VirtualCluster CRD to serve objects and the placer to be available", placerTimeout, func(ctx context.Context) error {
+		if _, err := c.Dynamic.Resource(v1alpha1.VirtualClusterGroupVersionResource).List(ctx, metav1.ListOptions{}); err != nil {
+			return err
+		}
+		d, err := c.Client.AppsV1().Deployments(framework.SystemNamespace).Get(ctx, "finegrain-placer", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if d.Status.AvailableReplicas < 1 {
+			return fmt.Errorf("placer: %d of %d replicas available", d.Status.AvailableReplicas, d.Status.Replicas)
+		}
+		return nil
+	})
 	ns := c.Namespace(t)
 	c.DumpOnFailure(t, ns)
 	ctx := context.Background()
 	vcs := c.Dynamic.Resource(v1alpha1.VirtualClusterGroupVersionResource).Namespace(ns)
+	// Before the namespace goes (cleanups run last first): the virtual clusters, whose
+	// controller would otherwise make again the pods the namespace's deletion removes.
+	t.Cleanup(func() {
+		_ = vcs.DeleteCollection(context.Background(), metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationForeground)}, metav1.ListOptions{})
+		framework.Eventually(t, "the virtual clusters to be gone", 2*time.Minute, func(ctx context.Context) error {
+			list, err := vcs.List(ctx, metav1.ListOptions{})
+			if err != nil {
+				return err
+			}
+			if len(list.Items) > 0 {
+				return fmt.Errorf("%d left", len(list.Items))
+			}
+			return nil
+		})
+	})
 	for _, name := range []string{"alice", "bob"} {
 		obj := &unstructured.Unstructured{Object: map[string]any{
 			"apiVersion": v1alpha1.GroupVersion.String(), "kind": v1alpha1.VirtualClusterKind,
@@ -65,21 +95,22 @@ func TestSlurmVirtualClusters(t *testing.T) {
 	// Slurm from a shell in each controller pod, at the same time on the same nodes.
 	for _, vc := range []*v1alpha1.VirtualCluster{alice, bob} {
 		ctl := vc.Name + "-slurmctld"
-		sinfo := vcExec(t, c, ns, ctl, "sinfo", "--noheader", "--format=%P %t %N")
+		sinfo := vcExec(t, c, ns, ctl, "sinfo", "--noheader", "--Node", "--format=%N %P %t")
 		for _, n := range vc.Status.Nodes {
-			if !strings.Contains(sinfo, "batch* idle") || !strings.Contains(sinfo, n.Name) {
-				t.Errorf("%s: sinfo says %q, want partition batch idle with node %s", vc.Name, sinfo, n.Name)
+			if !strings.Contains(sinfo, n.Name+" batch* idle\n") {
+				t.Errorf("%s: sinfo says %q, want node %s idle in partition batch", vc.Name, sinfo, n.Name)
 			}
 		}
-		srun := strings.TrimSpace(vcExec(t, c, ns, ctl, "srun", "--nodes=1", "--ntasks=1", "hostname"))
+		first := vc.Status.Nodes[0].Name
+		srun := strings.TrimSpace(vcExec(t, c, ns, ctl, "srun", "--nodelist="+first, "--ntasks=1", "hostname"))
 		if srun == "" || strings.Contains(srun, "error") {
 			t.Errorf("%s: srun hostname printed %q", vc.Name, srun)
 		}
 		// sbatch --wait returns when the job has ended, with its exit status; the output file is
 		// on the node that ran it.
-		out := vcExec(t, c, ns, ctl, "sbatch", "--wait", "--output=/tmp/e2e-%j.out", "--wrap", "echo batch on $(hostname)")
+		out := vcExec(t, c, ns, ctl, "sbatch", "--wait", "--nodelist="+first, "--output=/tmp/e2e-%j.out", "--wrap", "echo batch on $(hostname)")
 		id := strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(out), "Submitted batch job"))
-		node := vc.Name + "-slurmd-" + vc.Status.Nodes[0].Name
+		node := vc.Name + "-slurmd-" + first
 		if got := vcExec(t, c, ns, node, "cat", "/tmp/e2e-"+id+".out"); got != "batch on "+srun+"\n" {
 			t.Errorf("%s: batch job %s wrote %q, want %q", vc.Name, id, got, "batch on "+srun+"\n")
 		}
