@@ -12,6 +12,7 @@ import (
 
 	"github.com/finegrain-dev/finegrain/pkg/apis/finegrain/v1alpha1"
 	"github.com/finegrain-dev/finegrain/pkg/mpi"
+	"github.com/finegrain-dev/finegrain/pkg/slurm"
 	"github.com/finegrain-dev/finegrain/pkg/slurm/layout"
 )
 
@@ -79,7 +80,7 @@ func TestVirtualClusterObjects(t *testing.T) {
 	for _, e := range node.Spec.Containers[0].Env {
 		env[e.Name] = e.Value
 	}
-	if env[layout.EnvRole] != "slurmd" || env[layout.EnvNodeName] != "node-b" || env[mpi.EnvSSHPort] != "21002" {
+	if env[layout.EnvRole] != "slurmd" || env[layout.EnvNodeName] != "node-b" || env[mpi.EnvSSHPort] != "21002" || env["SQUEUE_FORMAT2"] != slurm.SqueueFormat {
 		t.Errorf("node pod env %v", env)
 	}
 	// A second reconcile changes nothing.

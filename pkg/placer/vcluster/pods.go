@@ -18,6 +18,7 @@ import (
 
 	"github.com/finegrain-dev/finegrain/pkg/apis/finegrain/v1alpha1"
 	"github.com/finegrain-dev/finegrain/pkg/mpi"
+	"github.com/finegrain-dev/finegrain/pkg/slurm"
 	"github.com/finegrain-dev/finegrain/pkg/slurm/layout"
 )
 
@@ -69,6 +70,8 @@ func podFor(vc *v1alpha1.VirtualCluster, hash, role, name, node string, ports v1
 	env := []corev1.EnvVar{
 		{Name: layout.EnvRole, Value: role},
 		{Name: layout.EnvSlurmConf, Value: layout.SlurmConf},
+		// squeue in a shell of the pod shows why the bridge still holds a job.
+		{Name: "SQUEUE_FORMAT2", Value: slurm.SqueueFormat},
 		{Name: mpi.EnvSSHPort, Value: strconv.Itoa(int(ports.SSH))},
 		{Name: mpi.EnvSSHDir, Value: sshDir},
 	}
