@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/record"
 
+	"github.com/finegrain-dev/finegrain/internal/threadcaps"
 	"github.com/finegrain-dev/finegrain/pkg/agent/cri"
 	"github.com/finegrain-dev/finegrain/pkg/cgroup"
 	"github.com/finegrain-dev/finegrain/pkg/checkpoint"
@@ -43,7 +44,7 @@ func TestRealSlurmJobConfinedToPlaceholder(t *testing.T) {
 	// takes (docs/slurm-delegation.md).
 	ka := kt.run(Deps{Store: store, Recorder: events, Processes: procs, Mover: niceMover{kt.fs},
 		SlurmProcesses: func(pids []int) (ps []slurm.Process, err error) {
-			if werr := slurmtest.WithoutCapabilities(func() error {
+			if werr := threadcaps.Without(func() error {
 				ps, err = slurm.ReadProcesses("/proc", pids)
 				return nil
 			}); werr != nil {
@@ -162,7 +163,7 @@ func TestRealSlurmJobConfinedToPlaceholder(t *testing.T) {
 type niceMover struct{ fs *cgroup.FS }
 
 func (m niceMover) MoveProcesses(ref cgroup.ContainerRef, pids []int) (moved []int, err error) {
-	if werr := slurmtest.WithOnlyCapability(unix.CAP_SYS_NICE, func() error {
+	if werr := threadcaps.Only(unix.CAP_SYS_NICE, func() error {
 		moved, err = m.fs.MoveProcesses(ref, pids)
 		return nil
 	}); werr != nil {

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/finegrain-dev/finegrain/internal/threadcaps"
 	"github.com/finegrain-dev/finegrain/pkg/slurm"
 	"github.com/finegrain-dev/finegrain/pkg/slurm/slurmtest"
 )
@@ -152,7 +153,7 @@ func TestRealJobProcessesConfined(t *testing.T) {
 			slices.Contains(titles, "slurmstepd: ["+id.String()+".batch]") && slices.Contains(titles, "slurmstepd: ["+id.String()+".0]")
 	})
 	// The program of the slurmstepd found is what such a thread may not read.
-	err := slurmtest.WithoutCapabilities(func() error {
+	err := threadcaps.Without(func() error {
 		if exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", batch)); err == nil {
 			return fmt.Errorf("a thread without capabilities read the program of slurmstepd %d (%s): the test no longer shows that the agent's view suffices", batch, exe)
 		}

@@ -1,13 +1,18 @@
 package kerneltest
 
 import (
+	"errors"
+	"io/fs"
 	"os/exec"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
 
 	"golang.org/x/sys/unix"
+	"k8s.io/utils/cpuset"
 
+	"github.com/finegrain-dev/finegrain/internal/threadcaps"
 	"github.com/finegrain-dev/finegrain/pkg/cgroup"
 )
 
@@ -19,17 +24,7 @@ import (
 func TestMoveProcesses(t *testing.T) {
 	for _, v := range []cgroup.Version{cgroup.V1, cgroup.V2} {
 		t.Run(v.String(), func(t *testing.T) {
-			sleep, err := exec.LookPath("sleep")
-			if err != nil {
-				t.Skipf("needs a sleep command: %v", err)
-			}
-			k := newKernel(t, v, cgroup.Cgroupfs)
-			exclusive, shared, mems := k.pools()
-			src, dst := ref(t, uidS, "Burstable", idS1), ref(t, uidW, "Guaranteed", idW)
-			k.addContainer(src)
-			k.addContainer(dst)
-			k.apply(src, cgroup.Resources{CPUs: shared, Mems: k.mems})
-			k.apply(dst, cgroup.Exclusive(exclusive, mems))
+			k, sleep, src, dst, exclusive := moveSetup(t, v)
 			a := startSleep(t, sleep, "X=1", k.dirs(src)...)
 			b := startSleep(t, sleep, "X=2", k.dirs(src)...)
 			exited := exitedPID(t)
@@ -64,6 +59,62 @@ func TestMoveProcesses(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A writer without capabilities may not move a process that holds capabilities (root's sleep,
+// as slurmstepd in a container) into a cpuset of other CPUs: the move fails with a permission
+// error and the process keeps its cpuset. CAP_SYS_NICE alone suffices. This is why the node agent
+// needs SYS_NICE to confine Slurm jobs (docs/slurm-delegation.md, "Confinement").
+func TestMoveProcessesNeedsSysNice(t *testing.T) {
+	for _, v := range []cgroup.Version{cgroup.V1, cgroup.V2} {
+		t.Run(v.String(), func(t *testing.T) {
+			// startSleep's child dies with the thread that started it (Pdeathsig), and threadcaps
+			// ends the threads it runs on: this goroutine keeps its thread for the test.
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			k, sleep, src, dst, _ := moveSetup(t, v)
+			a := startSleep(t, sleep, "X=1", k.dirs(src)...)
+			var moved []int
+			var moveErr error
+			if err := threadcaps.Without(func() error { moved, moveErr = k.fs.MoveProcesses(dst, []int{a}); return nil }); err != nil {
+				t.Fatal(err)
+			}
+			if !errors.Is(moveErr, fs.ErrPermission) || len(moved) != 0 {
+				t.Fatalf("without capabilities: MoveProcesses = %v, %v; want a permission error", moved, moveErr)
+			}
+			if cpuset := k.dirs(dst)[0]; containsLine(k.read(cpuset, "cgroup.procs"), a) {
+				t.Fatalf("process %d in %s without capabilities", a, cpuset)
+			}
+			if err := threadcaps.Only(unix.CAP_SYS_NICE, func() error { moved, moveErr = k.fs.MoveProcesses(dst, []int{a}); return nil }); err != nil {
+				t.Fatal(err)
+			}
+			if moveErr != nil || len(moved) != 1 {
+				t.Fatalf("with CAP_SYS_NICE: MoveProcesses = %v, %v; want process %d moved", moved, moveErr, a)
+			}
+			for _, dir := range k.dirs(dst) {
+				if procs := k.read(dir, "cgroup.procs"); !containsLine(procs, a) {
+					t.Errorf("process %d not in %s/cgroup.procs (%q) after the move with CAP_SYS_NICE", a, dir, procs)
+				}
+			}
+		})
+	}
+}
+
+// moveSetup makes a shared container (src) and a container pinned to exclusive CPUs (dst).
+func moveSetup(t *testing.T, v cgroup.Version) (k *kernel, sleep string, src, dst cgroup.ContainerRef, exclusive cpuset.CPUSet) {
+	t.Helper()
+	sleep, err := exec.LookPath("sleep")
+	if err != nil {
+		t.Skipf("needs a sleep command: %v", err)
+	}
+	k = newKernel(t, v, cgroup.Cgroupfs)
+	exclusive, shared, mems := k.pools()
+	src, dst = ref(t, uidS, "Burstable", idS1), ref(t, uidW, "Guaranteed", idW)
+	k.addContainer(src)
+	k.addContainer(dst)
+	k.apply(src, cgroup.Resources{CPUs: shared, Mems: k.mems})
+	k.apply(dst, cgroup.Exclusive(exclusive, mems))
+	return k, sleep, src, dst, exclusive
 }
 
 // exitedPID returns the PID of a process that has exited and been reaped.

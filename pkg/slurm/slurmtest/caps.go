@@ -1,68 +1,11 @@
 package slurmtest
 
 import (
-	"fmt"
-	"os"
-	"runtime"
-	"strconv"
-	"strings"
 	"testing"
 
-	"golang.org/x/sys/unix"
-
+	"github.com/finegrain-dev/finegrain/internal/threadcaps"
 	"github.com/finegrain-dev/finegrain/pkg/slurm"
 )
-
-// WithoutCapabilities runs f on an OS thread of its own whose capability sets (effective,
-// permitted, inheritable) are empty, as every thread of the node agent is (its DaemonSet drops
-// every capability), and returns f's error.
-func WithoutCapabilities(f func() error) error {
-	return withCapabilities(0, f)
-}
-
-// WithOnlyCapability runs f as WithoutCapabilities does, but on a thread that keeps one
-// capability (unix.CAP_*) effective and permitted.
-func WithOnlyCapability(capability uint, f func() error) error {
-	return withCapabilities(1<<capability, f)
-}
-
-// withCapabilities runs f on a thread whose effective and permitted sets are mask and whose
-// inheritable set is empty. Capabilities belong to a thread on Linux: the thread stays locked to
-// f's goroutine and exits with it, so no other goroutine ever runs on it and nothing has to be
-// given back. Before f runs it checks the thread's sets in /proc/thread-self/status.
-func withCapabilities(mask uint64, f func() error) error {
-	done := make(chan error, 1)
-	go func() {
-		// Never unlocked: the runtime ends a thread whose goroutine exits while locked to it.
-		runtime.LockOSThread()
-		hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
-		sets := [2]unix.CapUserData{
-			{Effective: uint32(mask), Permitted: uint32(mask)},
-			{Effective: uint32(mask >> 32), Permitted: uint32(mask >> 32)},
-		}
-		if err := unix.Capset(&hdr, &sets[0]); err != nil {
-			done <- fmt.Errorf("set the capabilities of this thread to %#x: %w", mask, err)
-			return
-		}
-		status, err := os.ReadFile("/proc/thread-self/status")
-		if err != nil {
-			done <- err
-			return
-		}
-		want := map[string]uint64{"CapEff": mask, "CapPrm": mask, "CapInh": 0}
-		for _, line := range strings.Split(string(status), "\n") {
-			k, v, _ := strings.Cut(line, ":")
-			if w, ok := want[k]; ok {
-				if got, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64); err != nil || got != w {
-					done <- fmt.Errorf("the thread holds other capabilities than %#x after capset: %s", mask, line)
-					return
-				}
-			}
-		}
-		done <- f()
-	}()
-	return <-done
-}
 
 // jobsWithoutCapabilities reads this PID namespace's processes and which Slurm job each runs for
 // (slurm.ReadProcesses, slurm.JobProcesses) on a thread without capabilities, as the node agent
@@ -72,7 +15,7 @@ func jobsWithoutCapabilities(t testing.TB) ([]slurm.Process, map[slurm.JobID][]i
 	pids := PIDs(t)
 	var procs []slurm.Process
 	var jobs map[slurm.JobID][]int
-	err := WithoutCapabilities(func() error {
+	err := threadcaps.Without(func() error {
 		var err error
 		procs, err = slurm.ReadProcesses("/proc", pids)
 		jobs = slurm.JobProcesses(procs)
