@@ -225,11 +225,13 @@ func (k *kernel) removeContainer(ref cgroup.ContainerRef) {
 	}
 }
 
-// start runs a helper with n threads and moves it into dirs (its container's cgroups).
-func (k *kernel) start(n int, mode string, dirs ...string) *proc {
+// child starts this test binary again as a helper process, its role given by the environment
+// entry env (helperEnv or readerEnv), killed with the test; it returns the pipes to its stdin
+// and stdout.
+func (k *kernel) child(env string) (*exec.Cmd, io.WriteCloser, io.ReadCloser) {
 	k.t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%d:%s", helperEnv, n, mode))
+	cmd.Env = append(os.Environ(), env)
 	cmd.Stderr = os.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	stdin, err := cmd.StdinPipe()
@@ -243,6 +245,13 @@ func (k *kernel) start(n int, mode string, dirs ...string) *proc {
 	if err := cmd.Start(); err != nil {
 		k.t.Fatal(err)
 	}
+	return cmd, stdin, stdout
+}
+
+// start runs a helper with n threads and moves it into dirs (its container's cgroups).
+func (k *kernel) start(n int, mode string, dirs ...string) *proc {
+	k.t.Helper()
+	cmd, stdin, stdout := k.child(fmt.Sprintf("%s=%d:%s", helperEnv, n, mode))
 	p := &proc{cmd: cmd, stdin: stdin, threads: n, pid: cmd.Process.Pid}
 	k.mu.Lock()
 	k.procs = append(k.procs, p)

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -198,21 +197,7 @@ func testDisk(t *testing.T) (cgroup.Device, string) {
 // took.
 func (k *kernel) timedRead(dev string, n int, dir string) time.Duration {
 	k.t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%s:%d", readerEnv, dev, n))
-	cmd.Stderr = os.Stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		k.t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		k.t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		k.t.Fatal(err)
-	}
+	cmd, stdin, stdout := k.child(fmt.Sprintf("%s=%s:%d", readerEnv, dev, n))
 	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
 	out := bufio.NewReader(stdout)
 	if line, err := out.ReadString('\n'); err != nil || line != "ready\n" {
