@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os"
@@ -142,21 +141,7 @@ func (s *sampler) doer(client *http.Client) loadgen.Doer {
 		if len(urls) == 0 {
 			return errors.New("no Ready pod")
 		}
-		url := urls[s.next.Add(1)%uint64(len(urls))]
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-		if err != nil {
-			return err
-		}
-		resp, err := client.Do(req)
-		if err != nil {
-			return err
-		}
-		_, err = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode/100 != 2 {
-			return fmt.Errorf("GET %s: %s", url, resp.Status)
-		}
-		return err
+		return loadgen.Get(ctx, client, urls[s.next.Add(1)%uint64(len(urls))])
 	}
 }
 

@@ -110,21 +110,25 @@ func HTTPGet(client *http.Client, url string) (Doer, error) {
 	if _, err := http.NewRequest(http.MethodGet, url, nil); err != nil {
 		return nil, fmt.Errorf("target URL %q: %w", url, err)
 	}
-	return func(ctx context.Context) error {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-		if err != nil {
-			return err
-		}
-		resp, err := client.Do(req)
-		if err != nil {
-			return err
-		}
-		_, cerr := drain(resp)
-		if resp.StatusCode/100 != 2 {
-			return fmt.Errorf("GET %s: %s", url, resp.Status)
-		}
-		return cerr
-	}, nil
+	return func(ctx context.Context) error { return Get(ctx, client, url) }, nil
+}
+
+// Get is one request of HTTPGet's Doer, for Doers that choose the URL per request: any status
+// but 2xx is an error, and the body is read and discarded so the connection is reused.
+func Get(ctx context.Context, client *http.Client, url string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return err
+	}
+	_, cerr := drain(resp)
+	if resp.StatusCode/100 != 2 {
+		return fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	return cerr
 }
 
 // NewHTTPClient returns a client for open-loop load: many idle connections kept per host, no
