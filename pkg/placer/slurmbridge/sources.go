@@ -13,10 +13,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
 
 	"github.com/finegrain-dev/finegrain/pkg/apis/finegrain/v1alpha1"
 	"github.com/finegrain-dev/finegrain/pkg/cpulist"
@@ -74,17 +77,17 @@ func (b *cappedBuffer) Write(p []byte) (int, error) {
 // finegrain.dev/virtual-cluster with finegrain.dev/role slurmctld (ready: the bridge execs into
 // its container named slurmctld, else its first) and slurmd (ready: their nodes are the
 // cluster's, each by its Kubernetes name in Slurm too). Only pods a VirtualCluster of the label's
-// name controls count; a cluster without a ready slurmctld is left out.
-func ClustersFromPods(ctx context.Context, cfg *rest.Config, kube kubernetes.Interface) ([]*Cluster, error) {
-	list, err := kube.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{
-		LabelSelector: LabelVirtualCluster + "," + v1alpha1.LabelRole + " in (" + v1alpha1.RoleSlurmctld + "," + v1alpha1.RoleSlurmd + ")", ResourceVersion: "0"})
-	if err != nil {
-		return nil, fmt.Errorf("list the pods of virtual clusters: %w", err)
-	}
+// name controls count; a cluster without a ready slurmctld is left out, and so are pods of other
+// roles.
+func ClustersFromPods(cfg *rest.Config, kube kubernetes.Interface, pods []*corev1.Pod) []*Cluster {
 	type key struct{ ns, name string }
 	found := map[key]*Cluster{}
-	for i := range list.Items {
-		p := &list.Items[i]
+	for _, p := range pods {
+		switch p.Labels[v1alpha1.LabelRole] {
+		case v1alpha1.RoleSlurmctld, v1alpha1.RoleSlurmd:
+		default:
+			continue
+		}
 		name := p.Labels[LabelVirtualCluster]
 		owner := metav1.GetControllerOf(p)
 		if owner == nil || owner.Kind != virtualClusterKind.Kind || owner.Name != name || !podReady(p) {
@@ -117,7 +120,7 @@ func ClustersFromPods(ctx context.Context, cfg *rest.Config, kube kubernetes.Int
 		}
 	}
 	slices.SortFunc(out, func(a, b *Cluster) int { return strings.Compare(a.Namespace+"/"+a.Name, b.Namespace+"/"+b.Name) })
-	return out, nil
+	return out
 }
 
 func podReady(p *corev1.Pod) bool {
@@ -237,15 +240,28 @@ func eventTime(e *corev1.Event) time.Time {
 // Loop runs the bridge for every virtual cluster of a cluster, as a side loop of the placer
 // while it leads: pins from the node agents' NodeResourceTopology objects, the placer's reasons
 // from its events (read at most once a second a pod), Slurm through exec into each slurmctld pod.
+// The virtual clusters' pods come from an informer of the pods labelled
+// finegrain.dev/virtual-cluster: a pass over no virtual cluster makes no API call.
 type Loop struct {
-	cfg    *rest.Config
-	kube   kubernetes.Interface
-	bridge *Bridge
+	cfg       *rest.Config
+	kube      kubernetes.Interface
+	bridge    *Bridge
+	informers informers.SharedInformerFactory
+	synced    cache.InformerSynced
+	// pods reads the informer's pods (a pass reads them once).
+	pods func() ([]*corev1.Pod, error)
 }
 
 // NewLoop makes the loop; an Interval of 0 turns it off.
 func NewLoop(cfg *rest.Config, kube kubernetes.Interface, dyn dynamic.Interface, log *slog.Logger, opts Options) *Loop {
-	return &Loop{cfg: cfg, kube: kube, bridge: New(kube, dyn, NRTPins{Dyn: dyn}, &EventWaits{Kube: kube, Every: time.Second}, log, opts)}
+	inf := informers.NewSharedInformerFactoryWithOptions(kube, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+		o.LabelSelector = LabelVirtualCluster
+	}))
+	pods := inf.Core().V1().Pods()
+	lister := pods.Lister()
+	return &Loop{cfg: cfg, kube: kube, bridge: New(kube, dyn, NRTPins{Dyn: dyn}, &EventWaits{Kube: kube, Every: time.Second}, log, opts),
+		informers: inf, synced: pods.Informer().HasSynced,
+		pods: func() ([]*corev1.Pod, error) { return lister.List(labels.Everything()) }}
 }
 
 // Run runs the bridge until ctx ends.
@@ -253,9 +269,21 @@ func (l *Loop) Run(ctx context.Context) error {
 	if l.bridge.opts.Interval <= 0 {
 		return nil
 	}
-	l.bridge.Run(ctx, func(ctx context.Context) ([]*Cluster, error) { return ClustersFromPods(ctx, l.cfg, l.kube) })
+	l.informers.Start(ctx.Done())
+	defer l.informers.Shutdown()
+	if !cache.WaitForCacheSync(ctx.Done(), l.synced) {
+		return nil
+	}
+	l.bridge.Run(ctx, func(context.Context) ([]*Cluster, error) {
+		pods, err := l.pods()
+		if err != nil {
+			return nil, fmt.Errorf("list the pods of virtual clusters: %w", err)
+		}
+		return ClustersFromPods(l.cfg, l.kube, pods), nil
+	})
 	return nil
 }
 
-// HasSynced is true: the bridge keeps no cache (it lists what it needs on every pass).
-func (l *Loop) HasSynced() bool { return true }
+// HasSynced reports whether the virtual clusters' pods have been listed once (true while the
+// bridge is off).
+func (l *Loop) HasSynced() bool { return l.bridge.opts.Interval <= 0 || l.synced() }

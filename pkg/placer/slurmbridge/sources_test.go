@@ -54,10 +54,15 @@ func TestClustersFromPods(t *testing.T) {
 		vcPod("vc2-slurmctld", "vc2", v1alpha1.RoleSlurmctld, "k1", false, "u2"),
 		vcPod("vc2-slurmd-k1", "vc2", v1alpha1.RoleSlurmd, "k1", true, "u2"),
 	)
-	cls, err := ClustersFromPods(context.Background(), &rest.Config{}, kube)
+	list, err := kube.CoreV1().Pods(metav1.NamespaceAll).List(context.Background(), metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
+	var pods []*corev1.Pod
+	for i := range list.Items {
+		pods = append(pods, &list.Items[i])
+	}
+	cls := ClustersFromPods(&rest.Config{}, kube, pods)
 	if len(cls) != 1 {
 		t.Fatalf("clusters %+v, want vc1 only", cls)
 	}
@@ -155,17 +160,25 @@ func TestLoop(t *testing.T) {
 	l := NewLoop(&rest.Config{}, kube, dyn, log, on)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	var lists atomic.Int32
+	var lists, passes atomic.Int32
 	kube.PrependReactor("list", "pods", func(k8stesting.Action) (bool, runtime.Object, error) {
-		if lists.Add(1) == 3 {
-			cancel()
-		}
+		lists.Add(1)
 		return false, nil, nil
 	})
+	read := l.pods
+	l.pods = func() ([]*corev1.Pod, error) {
+		if passes.Add(1) == 3 {
+			cancel()
+		}
+		return read()
+	}
 	if err := l.Run(ctx); err != nil || !l.HasSynced() {
 		t.Fatalf("Run = %v, HasSynced %v", err, l.HasSynced())
 	}
-	if n := lists.Load(); n < 3 || ctx.Err() != context.Canceled {
+	if n := passes.Load(); n < 3 || ctx.Err() != context.Canceled {
 		t.Errorf("%d passes before the loop stopped (%v), want it to pass until cancelled", n, ctx.Err())
+	}
+	if n := lists.Load(); n != 1 {
+		t.Errorf("%d pod lists for %d passes, want the informer's one", n, passes.Load())
 	}
 }
