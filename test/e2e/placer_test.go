@@ -24,6 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
 
+	"github.com/finegrain-dev/finegrain/pkg/agent"
 	"github.com/finegrain-dev/finegrain/pkg/apis/finegrain/v1alpha1"
 	"github.com/finegrain-dev/finegrain/pkg/placer/controller"
 	"github.com/finegrain-dev/finegrain/pkg/placer/plan"
@@ -72,6 +73,15 @@ func freeCores(t *testing.T, c *framework.Cluster) int {
 	nrts := c.Dynamic.Resource(nrt.GroupVersionResource)
 	_, err := framework.Poll(ctx, 30*time.Second, func(ctx context.Context) error {
 		_, err := nrts.Get(ctx, c.NodeName, metav1.GetOptions{})
+		if !apierrors.IsNotFound(err) || c.CPUManagerPolicy != "static" {
+			return err
+		}
+		// An agent beside a static-policy kubelet publishes nothing and says so once on the
+		// node: no need to wait out the poll for a map that will not come.
+		evs, lerr := c.Client.CoreV1().Events(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.kind=Node,involvedObject.name=" + c.NodeName + ",reason=" + agent.ReasonKubeletStaticPolicy})
+		if lerr == nil && len(evs.Items) > 0 {
+			return framework.Permanent(err)
+		}
 		return err
 	})
 	node, nerr := c.Client.CoreV1().Nodes().Get(ctx, c.NodeName, metav1.GetOptions{})
