@@ -118,7 +118,8 @@ func Run(ctx context.Context, opts Options, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	vc := vcluster.New(kube, dyn, vcluster.NewAPIExecer(cfg, kube), recorder, log, opts.VirtualClusters)
+	kubeInformers, dynInformers := c.Informers()
+	vc := vcluster.New(kube, dyn, vcluster.Informers{Kube: kubeInformers, Dynamic: dynInformers}, vcluster.NewAPIExecer(cfg, kube), recorder, log, opts.VirtualClusters)
 	bridge := slurmbridge.NewLoop(cfg, kube, dyn, log, withSchedulerName(opts.SlurmBridge, opts.Controller.SchedulerName))
 	return runLeading(ctx, opts, log, kube, leaderWork{placer: c, side: []sideLoop{o, vc, bridge}}, reg)
 }

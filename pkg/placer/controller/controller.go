@@ -285,6 +285,13 @@ func (c *Controller) watchInformers() error {
 	return nil
 }
 
+// Informers returns the controller's pod, node and NodeResourceTopology caches for the loops that
+// run beside it (the virtual cluster controller), so the placer holds one copy of the cluster's
+// pods. Its pods carry no managed fields.
+func (c *Controller) Informers() (informers.SharedInformerFactory, dynamicinformer.DynamicSharedInformerFactory) {
+	return c.kubeInformers, c.dynInformers
+}
+
 // stripManagedFields keeps managed fields out of the pod cache (they are most of a pod's
 // size). It returns a shallow copy rather than editing the object, which the informer's source
 // may share.

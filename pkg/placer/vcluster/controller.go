@@ -66,6 +66,15 @@ type Execer interface {
 	Exec(ctx context.Context, pod *corev1.Pod, container string, command []string) ([]byte, error)
 }
 
+// Informers are the caches the controller shares with the placer's controller: pods, nodes and
+// NodeResourceTopology objects come from its factories, so the placer keeps one copy of the
+// cluster's pods, not two. The VirtualCluster informer stays the controller's own, started only
+// once the API serves VirtualClusters.
+type Informers struct {
+	Kube    informers.SharedInformerFactory
+	Dynamic dynamicinformer.DynamicSharedInformerFactory
+}
+
 // Controller is the VirtualCluster controller.
 type Controller struct {
 	opts     Options
@@ -75,14 +84,14 @@ type Controller struct {
 	exec     Execer
 	recorder events.EventRecorder
 
-	kubeInformers informers.SharedInformerFactory
-	dynInformers  dynamicinformer.DynamicSharedInformerFactory
-	clusters      cache.GenericLister
-	nrts          cache.GenericLister
-	pods          corelisters.PodLister
-	nodes         corelisters.NodeLister
-	synced        []cache.InformerSynced
-	queue         workqueue.TypedRateLimitingInterface[string]
+	shared       Informers
+	dynInformers dynamicinformer.DynamicSharedInformerFactory
+	clusters     cache.GenericLister
+	nrts         cache.GenericLister
+	pods         corelisters.PodLister
+	nodes        corelisters.NodeLister
+	synced       []cache.InformerSynced
+	queue        workqueue.TypedRateLimitingInterface[string]
 
 	// waiting is true while the VirtualCluster API is not served.
 	waiting atomic.Bool
@@ -93,21 +102,22 @@ type Controller struct {
 	ports map[string]v1alpha1.VirtualClusterPorts
 }
 
-// New makes the controller; exec runs sinfo and squeue in slurmctld pods (NewAPIExecer).
-func New(kube kubernetes.Interface, dyn dynamic.Interface, exec Execer, recorder events.EventRecorder, log *slog.Logger, opts Options) *Controller {
+// New makes the controller on the shared caches; exec runs sinfo and squeue in slurmctld pods
+// (NewAPIExecer).
+func New(kube kubernetes.Interface, dyn dynamic.Interface, shared Informers, exec Execer, recorder events.EventRecorder, log *slog.Logger, opts Options) *Controller {
 	c := &Controller{
 		opts: opts, log: log, kube: kube, dyn: dyn, exec: exec, recorder: recorder,
-		kubeInformers: informers.NewSharedInformerFactory(kube, opts.ResyncPeriod),
-		dynInformers:  dynamicinformer.NewDynamicSharedInformerFactory(dyn, opts.ResyncPeriod),
+		shared:       shared,
+		dynInformers: dynamicinformer.NewDynamicSharedInformerFactory(dyn, opts.ResyncPeriod),
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "virtualclusters"}),
 		ports: map[string]v1alpha1.VirtualClusterPorts{},
 	}
 	c.waiting.Store(true)
 	vcs := c.dynInformers.ForResource(v1alpha1.VirtualClusterGroupVersionResource)
-	nrtInf := c.dynInformers.ForResource(nrt.GroupVersionResource)
-	pods := c.kubeInformers.Core().V1().Pods()
-	nodes := c.kubeInformers.Core().V1().Nodes()
+	nrtInf := shared.Dynamic.ForResource(nrt.GroupVersionResource)
+	pods := shared.Kube.Core().V1().Pods()
+	nodes := shared.Kube.Core().V1().Nodes()
 	c.clusters, c.nrts, c.pods, c.nodes = vcs.Lister(), nrtInf.Lister(), pods.Lister(), nodes.Lister()
 	c.synced = []cache.InformerSynced{vcs.Informer().HasSynced, nrtInf.Informer().HasSynced, pods.Informer().HasSynced, nodes.Informer().HasSynced}
 	_, _ = vcs.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -174,7 +184,8 @@ func (c *Controller) Run(ctx context.Context) error {
 	if !c.waitForAPI(ctx) {
 		return nil
 	}
-	c.kubeInformers.Start(ctx.Done())
+	c.shared.Kube.Start(ctx.Done())
+	c.shared.Dynamic.Start(ctx.Done())
 	c.dynInformers.Start(ctx.Done())
 	if !cache.WaitForCacheSync(ctx.Done(), c.synced...) {
 		return ctx.Err()

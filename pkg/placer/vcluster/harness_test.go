@@ -16,7 +16,9 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic/dynamicinformer"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
+	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
@@ -111,10 +113,12 @@ func newHarness(t *testing.T, objs ...runtime.Object) *harness {
 	ex := &fakeExec{sinfo: `{"nodes":[]}`, squeue: `{"jobs":[]}`}
 	opts := DefaultOptions()
 	opts.ResyncPeriod = 0
-	c := New(kube, dyn, ex, events.NewFakeRecorder(100), slog.New(slog.NewTextHandler(io.Discard, nil)), opts)
+	shared := Informers{Kube: informers.NewSharedInformerFactory(kube, 0), Dynamic: dynamicinformer.NewDynamicSharedInformerFactory(dyn, 0)}
+	c := New(kube, dyn, shared, ex, events.NewFakeRecorder(100), slog.New(slog.NewTextHandler(io.Discard, nil)), opts)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	c.kubeInformers.Start(ctx.Done())
+	shared.Kube.Start(ctx.Done())
+	shared.Dynamic.Start(ctx.Done())
 	c.dynInformers.Start(ctx.Done())
 	if !cache.WaitForCacheSync(ctx.Done(), c.synced...) {
 		t.Fatal("caches did not sync")
