@@ -13,6 +13,7 @@ import (
 
 	"github.com/finegrain-dev/finegrain/pkg/apis/finegrain/v1alpha1"
 	"github.com/finegrain-dev/finegrain/pkg/mpi"
+	"github.com/finegrain-dev/finegrain/pkg/slurm"
 	"github.com/finegrain-dev/finegrain/pkg/slurm/layout"
 )
 
@@ -52,8 +53,9 @@ type Files map[string]string
 // '=', ',', '#' or brackets its parser splits at or expands.
 var slurmName = regexp.MustCompile(`^[a-z0-9]([a-z0-9.-]*[a-z0-9])?$`)
 
-// Generate writes a virtual cluster's slurm.conf, cgroup.conf, job_submit.lua and ssh client
-// configuration. It refuses names and addresses slurm.conf cannot carry, naming the node.
+// Generate writes a virtual cluster's slurm.conf, cgroup.conf, job_submit.lua (the delegation
+// bridge's slurm.JobSubmitLua, which holds every job until the placer has placed it) and ssh
+// client configuration. It refuses names and addresses slurm.conf cannot carry, naming the node.
 func Generate(c Cluster) (Files, error) {
 	if err := check(c); err != nil {
 		return nil, err
@@ -63,7 +65,7 @@ func Generate(c Cluster) (Files, error) {
 	return Files{
 		layout.SlurmConfKey:    slurmConf(c, nodes),
 		layout.CgroupConfKey:   cgroupConf,
-		layout.JobSubmitLuaKey: JobSubmitLua,
+		layout.JobSubmitLuaKey: slurm.JobSubmitLua,
 		layout.SSHConfigKey:    sshConfig(c, nodes),
 	}, nil
 }
@@ -146,7 +148,7 @@ func slurmConf(c Cluster, nodes []Node) string {
 	line("# requeued by Slurm itself, which could start again before the bridge holds it.")
 	line("DefMemPerCPU=1024")
 	line("JobRequeue=0")
-	line("# %s beside this file sees every job submitted (docs/slurm.md).", layout.JobSubmitLuaKey)
+	line("# %s beside this file holds every job submitted until finegrain places it (docs/slurm-delegation.md).", layout.JobSubmitLuaKey)
 	line("JobSubmitPlugins=lua")
 	line("")
 	line("# The nodes: the Kubernetes nodes the virtual cluster spans, as the node agent and kubelet report them.")
@@ -216,21 +218,6 @@ ConstrainCores=no
 ConstrainRAMSpace=no
 ConstrainSwapSpace=no
 ConstrainDevices=no
-`
-
-// JobSubmitLua is the job_submit.lua of a new virtual cluster: it lets every job through
-// unchanged. The delegation bridge (docs/slurm.md) replaces the ConfigMap key's content.
-const JobSubmitLua = `-- job_submit.lua of a finegrain virtual cluster (docs/slurm.md): slurmctld runs it for every job
--- submitted or modified. This one lets every job through unchanged.
-function slurm_job_submit(job_desc, part_list, submit_uid)
-	return slurm.SUCCESS
-end
-
-function slurm_job_modify(job_desc, job_rec, part_list, modify_uid)
-	return slurm.SUCCESS
-end
-
-return slurm.SUCCESS
 `
 
 // sshConfig is root's ssh client configuration in the virtual cluster's pods: every node by its

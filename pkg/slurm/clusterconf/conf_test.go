@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/finegrain-dev/finegrain/pkg/apis/finegrain/v1alpha1"
+	"github.com/finegrain-dev/finegrain/pkg/slurm"
 	"github.com/finegrain-dev/finegrain/pkg/slurm/layout"
 )
 
@@ -73,8 +74,8 @@ func TestGeneratedFiles(t *testing.T) {
 			t.Errorf("ssh_config lacks %q:\n%s", want, ssh)
 		}
 	}
-	if !strings.Contains(files[layout.JobSubmitLuaKey], "function slurm_job_submit(") {
-		t.Errorf("job_submit.lua has no slurm_job_submit:\n%s", files[layout.JobSubmitLuaKey])
+	if files[layout.JobSubmitLuaKey] != slurm.JobSubmitLua {
+		t.Errorf("job_submit.lua is not the delegation bridge's script:\n%s", files[layout.JobSubmitLuaKey])
 	}
 	// The first partition is the default when none says so.
 	c := twoNodes()

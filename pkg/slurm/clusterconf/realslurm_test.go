@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/finegrain-dev/finegrain/pkg/apis/finegrain/v1alpha1"
+	"github.com/finegrain-dev/finegrain/pkg/slurm"
 	"github.com/finegrain-dev/finegrain/pkg/slurm/layout"
 	"github.com/finegrain-dev/finegrain/pkg/topology"
 )
@@ -25,7 +26,8 @@ import (
 // slurmd whose NodeName line comes from this machine's topology (as the agent reads it) and
 // MemTotal, with the paths of the pods moved into a temporary directory. slurmd accepts the
 // line (a mismatch would leave the node drained), sinfo --json shows it idle through
-// ParseNodeStates, and srun and sbatch run jobs.
+// ParseNodeStates, and srun and sbatch jobs are held by the generated job_submit.lua and run once
+// started as the delegation bridge starts them.
 func TestGeneratedConfigRunsRealSlurm(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: munged and the Slurm daemons run as root here, as in the virtual cluster's pods")
@@ -92,22 +94,76 @@ func TestGeneratedConfigRunsRealSlurm(t *testing.T) {
 		}
 		return states[c.Nodes[0].Name] == "IDLE", fmt.Sprint(states)
 	})
-	// 4. Jobs run.
+	// 4. Every job is held until the bridge places it; the test plays the bridge, gives each
+	// held job this node and releases it, and the job runs.
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
+	bridge := &slurm.Client{Runner: slurm.LocalRunner{}}
 	srun := exec.CommandContext(ctx, "srun", "-N1", "-n1", "hostname")
-	out, err := srun.CombinedOutput()
-	if err != nil || strings.TrimSpace(string(out)) != strings.TrimSpace(mustHostname(t)) {
-		t.Fatalf("srun hostname: %v: %q, want %q", err, out, mustHostname(t))
+	var srunOut, srunErr bytes.Buffer
+	srun.Stdout, srun.Stderr = &srunOut, &srunErr
+	if err := srun.Start(); err != nil {
+		t.Fatal(err)
+	}
+	startHeld(ctx, t, bridge, c.Nodes[0].Name)
+	if err := srun.Wait(); err != nil || strings.TrimSpace(srunOut.String()) != strings.TrimSpace(mustHostname(t)) {
+		t.Fatalf("srun hostname: %v: %q (%s), want %q", err, srunOut.String(), srunErr.String(), mustHostname(t))
+	}
+	if !strings.Contains(srunErr.String(), "held state") {
+		t.Errorf("srun did not say its job was held: %q", srunErr.String())
 	}
 	output := filepath.Join(dir, "batch.out")
-	sbatch := exec.CommandContext(ctx, "sbatch", "--wait", "-o", output, "--wrap", "echo batch ran on $(hostname)")
-	if out, err := sbatch.CombinedOutput(); err != nil {
-		t.Fatalf("sbatch --wait: %v: %s", err, out)
+	out, err := exec.CommandContext(ctx, "sbatch", "--parsable", "-o", output, "--wrap", "echo batch ran on $(hostname)").CombinedOutput()
+	if err != nil {
+		t.Fatalf("sbatch: %v: %s", err, out)
 	}
+	id, err := slurm.ParseJobID(strings.TrimSpace(string(out)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if held := startHeld(ctx, t, bridge, c.Nodes[0].Name); held != id {
+		t.Fatalf("started job %s, sbatch submitted %s", held, id)
+	}
+	waitFor(t, 30*time.Second, "the batch job completed", func() (bool, string) {
+		jobs, err := bridge.Jobs(ctx)
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, j := range jobs {
+			if j.ID == id {
+				return j.State == slurm.StateCompleted && j.ExitCode == 0, fmt.Sprintf("%+v", j)
+			}
+		}
+		return false, fmt.Sprintf("job %s not in %+v", id, jobs)
+	})
 	if got, err := os.ReadFile(output); err != nil || !strings.HasPrefix(string(got), "batch ran on ") {
 		t.Errorf("batch output %q (%v)", got, err)
 	}
+}
+
+// startHeld waits for the one job the generated job_submit.lua holds (pending at priority 0,
+// its options copied into the admin comment) and starts it on node, as the bridge would; it
+// returns the job's ID.
+func startHeld(ctx context.Context, t *testing.T, bridge *slurm.Client, node string) slurm.JobID {
+	t.Helper()
+	var held slurm.Job
+	waitFor(t, 30*time.Second, "a job held by job_submit.lua", func() (bool, string) {
+		jobs, err := bridge.Jobs(ctx)
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, j := range jobs {
+			if j.Held() && j.AdminComment == "finegrain" {
+				held = j
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("%+v", jobs)
+	})
+	if err := bridge.Start(ctx, held.ID, []string{node}); err != nil {
+		t.Fatal(err)
+	}
+	return held.ID
 }
 
 // thisNode is this machine as the controller describes a node: the agent's topology, MemTotal.
