@@ -59,15 +59,10 @@ need_cmd() {
 }
 
 # kwok_bin: print the path of kwok $KWOK_VERSION (fake nodes' kubelets: make bench-placer-scale,
-# make e2e's chaos test), installed with go install into a versioned cache directory on first use.
+# make e2e's chaos test), installed into the finegrain build cache on first use (hack/kwok/build.sh).
 KWOK_VERSION=v0.7.0
 kwok_bin() {
-  local dir="${XDG_CACHE_HOME:-$HOME/.cache}/finegrain/kwok/$KWOK_VERSION"
-  if [ ! -x "$dir/kwok" ]; then
-    log "installing kwok $KWOK_VERSION into $dir (go install, a minute or more)"
-    GOBIN="$dir" go install "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION" >&2 || return 1
-  fi
-  echo "$dir/kwok"
+  KWOK_VERSION="$KWOK_VERSION" "$FG_ROOT/hack/kwok/build.sh"
 }
 
 # take_lock: serialise the cluster scripts machine-wide. e2e.sh and demo.sh hold the lock across

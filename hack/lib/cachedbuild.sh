@@ -1,6 +1,6 @@
 # shellcheck shell=bash
 # Sourced by the scripts that build a program once and cache it outside git (hack/k8s,
-# hack/coredns, hack/scheduler-plugins, hack/mpi-operator, hack/metrics-server build.sh and
+# hack/coredns, hack/scheduler-plugins, hack/mpi-operator, hack/metrics-server, hack/kwok build.sh and
 # hack/cluster/containerd2.sh). The script sets BUILD_NAME (the prefix of its messages) before it
 # sources this file.
 #
