@@ -25,8 +25,11 @@ func TestAgentDaemonSetReady(t *testing.T) {
 	c.RequireCPUManagerPolicy(t, "none")
 	pod := deployAgent(t, c, true)
 	sc := pod.Spec.Containers[0].SecurityContext
-	if sc == nil || sc.Privileged == nil || *sc.Privileged || sc.Capabilities == nil || len(sc.Capabilities.Drop) != 1 {
-		t.Errorf("agent container security context %+v, want unprivileged with every capability dropped", sc)
+	// Every capability dropped but SYS_NICE, which the local overlay adds for the Slurm virtual
+	// clusters' confinement (daemonset/slurm-confinement).
+	if sc == nil || sc.Privileged == nil || *sc.Privileged || sc.Capabilities == nil ||
+		fmt.Sprint(sc.Capabilities.Drop) != "[ALL]" || fmt.Sprint(sc.Capabilities.Add) != "[SYS_NICE]" {
+		t.Errorf("agent container security context %+v, want unprivileged with every capability dropped but SYS_NICE", sc)
 	}
 	if psc := pod.Spec.SecurityContext; psc == nil || psc.SeccompProfile == nil || psc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
 		t.Errorf("agent pod security context %+v, want seccomp RuntimeDefault", psc)

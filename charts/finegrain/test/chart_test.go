@@ -127,7 +127,7 @@ func TestChartLints(t *testing.T) {
 	for _, values := range []map[string]any{
 		nil,
 		{"namespace": map[string]any{"create": true}, "serviceMonitor": map[string]any{"enabled": true},
-			"crds": map[string]any{"install": false}, "nodeagent": map[string]any{"metrics": map[string]any{"enabled": false}}},
+			"crds": map[string]any{"install": false}, "nodeagent": map[string]any{"metrics": map[string]any{"enabled": false}, "slurmConfinement": true}},
 	} {
 		res := lint.AllWithKubeVersion(chartDir, values, namespace, kubeVersion)
 		for _, msg := range res.Messages {
@@ -317,5 +317,23 @@ func TestChartValues(t *testing.T) {
 		if d := cmp.Diff(m.Object["spec"], g.Object["spec"]); d != "" {
 			t.Errorf("%s: daemonset/monitoring (-) and the chart (+) differ:\n%s", k, d)
 		}
+	}
+}
+
+// nodeagent.slurmConfinement renders the agent's DaemonSet as the base with the component
+// daemonset/slurm-confinement: SYS_NICE added, every other capability still dropped.
+func TestSlurmConfinementEqualsComponent(t *testing.T) {
+	const key = "DaemonSet " + namespace + "/finegrain-nodeagent"
+	want := kustomize(t, "testdata/slurm-confinement")[key]
+	got := render(t, namespace, map[string]any{"nodeagent": map[string]any{"slurmConfinement": true}})[key]
+	if d := cmp.Diff(want.Object, got.Object); d != "" {
+		t.Errorf("%s: the base with daemonset/slurm-confinement (-) and nodeagent.slurmConfinement (+) differ:\n%s", key, d)
+	}
+	caps, _, _ := unstructured.NestedFieldNoCopy(container(t, got), "securityContext", "capabilities")
+	if d := cmp.Diff(map[string]any{"add": []any{"SYS_NICE"}, "drop": []any{"ALL"}}, caps); d != "" {
+		t.Errorf("agent capabilities (-want +got):\n%s", d)
+	}
+	if caps, _, _ := unstructured.NestedFieldNoCopy(container(t, render(t, namespace, nil)[key]), "securityContext", "capabilities"); fmt.Sprint(caps) != "map[drop:[ALL]]" {
+		t.Errorf("default agent capabilities %v, want every one dropped and none added", caps)
 	}
 }
