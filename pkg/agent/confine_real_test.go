@@ -22,14 +22,18 @@ import (
 )
 
 // TestRealSlurmJobConfinedToPlaceholder runs the whole agent on this machine's cgroup v1 with a
-// real Slurm whose slurmd n1 runs in a virtual cluster's slurmd container cgroup: a job with a
-// placeholder pod, which the agent pins to one exclusive CPU, has every process (its batch
-// slurmstepd, the script, a background sleep, an srun step's slurmstepd and task) moved by the
-// agent into the placeholder's cgroups, where Cpus_allowed_list is the pinned CPU; a second job
-// without a placeholder stays in slurmd's container on the shared pool, and is reported.
+// real Slurm whose slurmd n1 runs in a virtual cluster's slurmd container cgroup, with
+// finegrain's TaskProlog and an agent reconciling only once a second: a job with a placeholder
+// pod, which the agent pins to one exclusive CPU, has every process (its batch slurmstepd, the
+// script, a background sleep, an srun step's slurmstepd and task) moved by the agent into the
+// placeholder's cgroups, where Cpus_allowed_list is the pinned CPU — already for the first
+// command of the script and of the step, which the TaskProlog held until the move. A second job
+// without a placeholder stays in slurmd's container on the shared pool, is reported, and is
+// refused by the TaskProlog after its timeout without running its script.
 func TestRealSlurmJobConfinedToPlaceholder(t *testing.T) {
 	kt := newKernelTest(t, "finegrain-confine-test")
-	s := slurmtest.Start(t)
+	const prologTimeout = 5 * time.Second
+	s := slurmtest.StartWith(t, slurmtest.Options{TaskPrologTimeout: prologTimeout})
 	procs, err := cgroup.NewProcessReader(kt.layout, "/proc")
 	if err != nil {
 		t.Fatal(err)
@@ -42,7 +46,7 @@ func TestRealSlurmJobConfinedToPlaceholder(t *testing.T) {
 	// The agent reads the processes without capabilities, as the DaemonSet runs it, and moves them
 	// with CAP_SYS_NICE alone, which moving a process that holds capabilities into another cpuset
 	// takes (docs/slurm-delegation.md).
-	ka := kt.run(Deps{Store: store, Recorder: events, Processes: procs, Mover: niceMover{kt.fs},
+	ka := kt.runEvery(Deps{Store: store, Recorder: events, Processes: procs, Mover: niceMover{kt.fs},
 		SlurmProcesses: func(pids []int) (ps []slurm.Process, err error) {
 			if werr := threadcaps.Without(func() error {
 				ps, err = slurm.ReadProcesses("/proc", pids)
@@ -51,7 +55,7 @@ func TestRealSlurmJobConfinedToPlaceholder(t *testing.T) {
 				return nil, werr
 			}
 			return ps, err
-		}})
+		}}, time.Second)
 	a, k, m, client, resolver, ctx := ka.a, kt.tree, kt.mounts, ka.client, ka.resolver, ka.ctx
 
 	// The virtual cluster's slurmd pod; Slurm's slurmd n1 runs in its container's cgroups.
@@ -75,8 +79,10 @@ func TestRealSlurmJobConfinedToPlaceholder(t *testing.T) {
 	}
 
 	// Job 1 gets a placeholder the agent pins; job 2 gets none.
-	placed := s.Sbatch(t, "-n", "1", "-o", "/dev/null", "--wrap", "sleep 7707 & srun -n1 sleep 7708 & while :; do sleep 0.1; done")
-	unplaced := s.Sbatch(t, "-n", "1", "-o", "/dev/null", "--wrap", "sleep 7709")
+	// Each first command writes what CPUs it may run on.
+	placed := s.Sbatch(t, "-n", "1", "-o", "/dev/null", "--wrap", "grep Cpus_allowed_list: /proc/self/status > first; sleep 7707 & "+
+		"srun -n1 sh -c 'grep Cpus_allowed_list: /proc/self/status > step; exec sleep 7708' & while :; do sleep 0.1; done")
+	unplaced := s.Sbatch(t, "-n", "1", "-o", "out-%j", "--wrap", "touch unplaced-ran; sleep 7709")
 	ph := placeholderOf("vc1-slurm-"+placed.String()+"-0", placed, vcOwner("vc1", vcUID, false))
 	phDir := "kubepods/pod" + string(ph.UID) + "/" + hexID('2')
 	resolver.set(hexID('2'), cri.Identity{PodUID: string(ph.UID), Name: "placeholder"})
@@ -105,10 +111,10 @@ func TestRealSlurmJobConfinedToPlaceholder(t *testing.T) {
 		for _, p := range ps {
 			if slices.Contains(jobs[placed], p.PID) {
 				titles = append(titles, p.Title)
-				where[p.PID] = cgroupOf(p.PID)
+				where[p.PID] = slurmtest.CPUSetCgroup(p.PID)
 			}
 		}
-		for _, want := range []string{"sleep 7707", "/usr/bin/sleep 7708", "slurmstepd: [" + placed.String() + ".batch]", "slurmstepd: [" + placed.String() + ".0]"} {
+		for _, want := range []string{"sleep 7707", "sleep 7708", "slurmstepd: [" + placed.String() + ".batch]", "slurmstepd: [" + placed.String() + ".0]"} {
 			if !slices.Contains(titles, want) {
 				return false
 			}
@@ -121,11 +127,17 @@ func TestRealSlurmJobConfinedToPlaceholder(t *testing.T) {
 		return true
 	})
 	t.Logf("job %s's %d processes in its placeholder %s after its start", placed, len(where), time.Since(start))
+	for _, f := range []string{"first", "step"} {
+		b, err := os.ReadFile(filepath.Join(s.Dir, "work", f))
+		if got := strings.TrimSpace(strings.TrimPrefix(string(b), "Cpus_allowed_list:")); err != nil || got != pin.CPUs.String() {
+			t.Errorf("the %s command of job %s read Cpus_allowed_list %q (%v), want the placeholder's pinned CPUs %s", f, placed, got, err, pin.CPUs)
+		}
+	}
 	for pid := range where {
 		if got := slurmtest.CPUsAllowed(pid); got != "" && got != pin.CPUs.String() {
 			t.Errorf("process %d of job %s: Cpus_allowed_list %s, want the placeholder's pinned CPUs %s", pid, placed, got, pin.CPUs)
 		}
-		if got := memoryCgroupOf(pid); got != "" && got != "/"+k.base+"/"+phDir && !exited(pid) {
+		if got := memoryCgroupOf(pid); got != "" && got != "/"+k.base+"/"+phDir && !exitsSoon(pid) {
 			t.Errorf("process %d of job %s: memory cgroup %s, want the placeholder's", pid, placed, got)
 		}
 	}
@@ -149,12 +161,21 @@ func TestRealSlurmJobConfinedToPlaceholder(t *testing.T) {
 		t.Fatalf("job %s has no processes", unplaced)
 	}
 	for _, pid := range left {
-		if got := cgroupOf(pid); got != "" && got != "/"+k.base+"/"+slurmdDir {
+		if got := slurmtest.CPUSetCgroup(pid); got != "" && got != "/"+k.base+"/"+slurmdDir {
 			t.Errorf("process %d of job %s (no placeholder) moved to %s", pid, unplaced, got)
 		}
 		if got := slurmtest.CPUsAllowed(pid); got != "" && got != shared {
 			t.Errorf("process %d of job %s: Cpus_allowed_list %s, want the shared pool %s", pid, unplaced, got, shared)
 		}
+	}
+	// The TaskProlog refuses it once its timeout has passed: its script never ran.
+	slurmtest.WaitFor(t, prologTimeout+10*time.Second, "job "+unplaced.String()+" to end", func() bool { return s.Job(t, unplaced).Ended() })
+	out, _ := os.ReadFile(filepath.Join(s.Dir, "work", "out-"+unplaced.String()))
+	if j := s.Job(t, unplaced); j.State != slurm.StateFailed || !strings.Contains(string(out), "not confined to its job's placeholder within 5.0 s") {
+		t.Errorf("job %+v without placeholder: want FAILED with the TaskProlog's reason in its output, got %q", j, out)
+	}
+	if _, err := os.Stat(filepath.Join(s.Dir, "work", "unplaced-ran")); err == nil {
+		t.Errorf("job %s's script ran without a placeholder", unplaced)
 	}
 }
 
@@ -172,18 +193,10 @@ func (m niceMover) MoveProcesses(ref cgroup.ContainerRef, pids []int) (moved []i
 	return moved, err
 }
 
-// cgroupOf is a process's cpuset cgroup (/proc/<pid>/cpuset), memoryCgroupOf its memory cgroup;
-// "" once it has exited. A zombie's /proc/<pid>/cgroup names the root cgroups (its cpuset file
-// still names its cpuset): a memory cgroup read as "/" counts only if the process did not exit
-// by the time it was read (exited).
-func cgroupOf(pid int) string {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cpuset", pid))
-	if err != nil {
-		return ""
-	}
-	return strings.TrimSpace(string(b))
-}
-
+// memoryCgroupOf is a process's memory cgroup, "" once it has exited. A zombie's
+// /proc/<pid>/cgroup names the root cgroups (its cpuset file still names its cpuset): a memory
+// cgroup read as "/" counts only if the process does not exit right after (exitsSoon): an exiting
+// process leaves its cgroups a moment before the kernel marks it a zombie.
 func memoryCgroupOf(pid int) string {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
 	if err != nil {
@@ -195,6 +208,16 @@ func memoryCgroupOf(pid int) string {
 		}
 	}
 	return ""
+}
+
+// exitsSoon reports whether a process is a zombie or gone within 200 ms.
+func exitsSoon(pid int) bool {
+	for end := time.Now().Add(200 * time.Millisecond); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+		if exited(pid) {
+			return true
+		}
+	}
+	return false
 }
 
 // exited reports whether a process is a zombie or gone.

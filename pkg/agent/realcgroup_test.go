@@ -146,10 +146,16 @@ type kernelAgent struct {
 // tree's: topology, writer, inotify watcher; a fake API server and runtime) and returns once it
 // is ready; it stops when the test ends.
 func (kt *kernelTest) run(d Deps) *kernelAgent {
+	kt.t.Helper()
+	return kt.runEvery(d, 100*time.Millisecond)
+}
+
+// runEvery runs the agent as run does, reconciling every interval.
+func (kt *kernelTest) runEvery(d Deps, interval time.Duration) *kernelAgent {
 	t := kt.t
 	t.Helper()
 	ka := &kernelAgent{client: fake.NewClientset(), resolver: &fakeResolver{ids: map[string]cri.Identity{}}, opts: DefaultOptions()}
-	ka.opts.NodeName, ka.opts.ReconcileInterval = node, 100*time.Millisecond
+	ka.opts.NodeName, ka.opts.ReconcileInterval = node, interval
 	d.Pods, d.Topology, d.Writer, d.Resolver, d.Log = ka.client.CoreV1().Pods(""), kt.topo, kt.fs, ka.resolver, kt.log
 	d.Watcher = cgwatch.New(kt.layout, kt.log)
 	d.KubeletPolicy = func() (kubeletpolicy.Result, error) { return kubeletpolicy.Result{}, nil }

@@ -221,3 +221,103 @@ func BenchmarkJobsRealSlurm(b *testing.B) {
 		}
 	}
 }
+
+// TestRealTaskPrologWaitsForConfinement runs finegrain's TaskProlog (slurm.TaskProlog) under the
+// real slurmstepd: a job's batch script and its srun step's task do not start while they run in
+// slurmd's cpuset cgroup, and start once this test, playing a slow node agent, has moved them
+// into a cpuset cgroup of one CPU, so that their first command already reads that CPU as its
+// Cpus_allowed_list. A job nobody moves is refused after the timeout: its script never runs and
+// its output says why.
+func TestRealTaskPrologWaitsForConfinement(t *testing.T) {
+	const cpusetRoot = "/sys/fs/cgroup/cpuset"
+	if _, err := os.Stat(filepath.Join(cpusetRoot, "cpuset.cpus")); err != nil {
+		t.Skipf("no cgroup v1 cpuset hierarchy at %s: %v", cpusetRoot, err)
+	}
+	const timeout = 4 * time.Second
+	s := slurmtest.StartWith(t, slurmtest.Options{TaskPrologTimeout: timeout})
+	ctx := context.Background()
+	cg := filepath.Join(cpusetRoot, fmt.Sprintf("finegrain-prolog-test-%d", os.Getpid()))
+	if err := os.Mkdir(cg, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// Cleanups run last-registered first: this one runs before the cluster's, which end the jobs.
+	t.Cleanup(func() {
+		_, _ = s.Runner.Run(ctx, []string{"scancel", "--partition=batch"})
+		slurmtest.WaitFor(t, 10*time.Second, "the test cgroup to empty", func() bool { return os.Remove(cg) == nil })
+	})
+	const cpus = "1"
+	for f, v := range map[string]string{"cpuset.cpus": cpus, "cpuset.mems": "0"} {
+		if err := os.WriteFile(filepath.Join(cg, f), []byte(v), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	work := filepath.Join(s.Dir, "work")
+
+	// 1. Confined late: nothing of the script runs before the move.
+	id := s.Sbatch(t, "-n", "1", "-o", "out-%j", "--wrap",
+		"grep Cpus_allowed_list: /proc/self/status > first; srun -n1 sh -c 'grep Cpus_allowed_list: /proc/self/status > step'")
+	if err := s.Client.Start(ctx, id, []string{"n1"}); err != nil {
+		t.Fatal(err)
+	}
+	slurmtest.WaitFor(t, 20*time.Second, "job "+id.String()+"'s batch step", func() bool {
+		_, jobs := s.Jobs(t)
+		return len(jobs[id]) >= 2 // slurmstepd, its task waiting in the TaskProlog
+	})
+	time.Sleep(timeout / 4)
+	if _, err := os.Stat(filepath.Join(work, "first")); err == nil {
+		t.Fatalf("job %s's script ran before its task was confined", id)
+	}
+	moveJob := func() {
+		_, jobs := s.Jobs(t)
+		for _, pid := range jobs[id] {
+			if slurmtest.CPUSetCgroup(pid) == "/"+filepath.Base(cg) {
+				continue
+			}
+			if err := os.WriteFile(filepath.Join(cg, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0o644); err != nil && !errors.Is(err, syscall.ESRCH) {
+				t.Fatalf("move process %d of job %s: %v", pid, id, err)
+			}
+		}
+	}
+	moved := time.Now()
+	moveJob()
+	slurmtest.WaitFor(t, 10*time.Second, "job "+id.String()+"'s script to start", func() bool {
+		_, err := os.Stat(filepath.Join(work, "first"))
+		return err == nil
+	})
+	t.Logf("job %s's script started %v after its move", id, time.Since(moved).Round(time.Millisecond))
+	// The srun step's slurmstepd and task start in slurmd's cgroup: moved at this slow agent's
+	// next tick.
+	time.Sleep(timeout / 4)
+	if _, err := os.Stat(filepath.Join(work, "step")); err == nil {
+		t.Fatalf("job %s's step ran before its task was confined", id)
+	}
+	moveJob()
+	slurmtest.WaitFor(t, 10*time.Second, "job "+id.String()+" to complete", func() bool { return s.Job(t, id).Ended() })
+	if j := s.Job(t, id); j.State != slurm.StateCompleted {
+		out, _ := os.ReadFile(filepath.Join(work, "out-"+id.String()))
+		t.Fatalf("job %+v: want COMPLETED; output %q", j, out)
+	}
+	for _, f := range []string{"first", "step"} {
+		b, err := os.ReadFile(filepath.Join(work, f))
+		if got := strings.TrimSpace(strings.TrimPrefix(string(b), "Cpus_allowed_list:")); err != nil || got != cpus {
+			t.Errorf("job %s's %s command read Cpus_allowed_list %q (%v), want the cgroup's %s", id, f, got, err, cpus)
+		}
+	}
+
+	// 2. Never confined: refused after the timeout, saying why.
+	refused := s.Sbatch(t, "-n", "1", "-o", "out-%j", "--wrap", "touch ran")
+	if err := s.Client.Start(ctx, refused, []string{"n2"}); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	slurmtest.WaitFor(t, timeout+10*time.Second, "job "+refused.String()+" to end", func() bool { return s.Job(t, refused).Ended() })
+	t.Logf("unconfined job %s ended %v after its start (timeout %v)", refused, time.Since(start).Round(time.Millisecond), timeout)
+	if _, err := os.Stat(filepath.Join(work, "ran")); err == nil {
+		t.Errorf("job %s's script ran although its task was never confined", refused)
+	}
+	out, _ := os.ReadFile(filepath.Join(work, "out-"+refused.String()))
+	if j := s.Job(t, refused); j.State != slurm.StateFailed || !strings.Contains(string(out), "finegrain TaskProlog: task ") ||
+		!strings.Contains(string(out), "of job "+refused.String()+" step batch on node n2: not confined to its job's placeholder within 4.0 s") {
+		t.Errorf("unconfined job %+v: want FAILED with the TaskProlog's reason in its output, got %q", j, out)
+	}
+}

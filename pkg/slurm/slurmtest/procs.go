@@ -37,3 +37,12 @@ func CPUsAllowed(pid int) string {
 	}
 	return ""
 }
+
+// CPUSetCgroup is a process's cpuset cgroup (/proc/<pid>/cpuset), "" once it has exited.
+func CPUSetCgroup(pid int) string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cpuset", pid))
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
+}

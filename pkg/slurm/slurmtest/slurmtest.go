@@ -31,9 +31,23 @@ type Cluster struct {
 	ctld   *daemon
 }
 
+// Options change a test's Slurm.
+type Options struct {
+	// TaskPrologTimeout, when positive, makes finegrain's TaskProlog (slurm.TaskProlog, with this
+	// timeout) the cluster's TaskProlog: each task waits until it no longer runs in its slurmd's
+	// cpuset cgroup and CPUs.
+	TaskPrologTimeout time.Duration
+}
+
 // Start starts the daemons and waits until both nodes are idle; they are killed when the test
 // ends (their logs printed if it failed).
 func Start(t testing.TB) *Cluster {
+	t.Helper()
+	return StartWith(t, Options{})
+}
+
+// StartWith starts a Slurm as Start does, changed by o.
+func StartWith(t testing.TB, o Options) *Cluster {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("a real Slurm needs root (munged and slurmd as root); run the test as root")
@@ -103,10 +117,20 @@ NodeName=n2 NodeHostname=localhost NodeAddr=127.0.0.1 Port=%[4]d CPUs=2 RealMemo
 PartitionName=batch Nodes=ALL Default=YES MaxTime=INFINITE State=UP
 FirstJobId=%[5]d
 `, ports[0], ports[1], dir, ports[2], firstJob)
-	if err := os.WriteFile(filepath.Join(dir, "slurm.conf"), []byte(conf), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "job_submit.lua"), []byte(slurm.JobSubmitLua), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, "job_submit.lua"), []byte(slurm.JobSubmitLua), 0o644); err != nil {
+	if o.TaskPrologTimeout > 0 {
+		prolog, err := slurm.TaskProlog(dir+"/slurmd-%n.pid", o.TaskPrologTimeout)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "task_prolog"), []byte(prolog), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		conf += "TaskProlog=" + filepath.Join(dir, "task_prolog") + "\n"
+	}
+	if err := os.WriteFile(filepath.Join(dir, "slurm.conf"), []byte(conf), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	s := &Cluster{Dir: dir, Runner: slurm.LocalRunner{Env: []string{"SLURM_CONF=" + filepath.Join(dir, "slurm.conf")}}}
