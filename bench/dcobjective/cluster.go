@@ -24,7 +24,8 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 
-	"github.com/finegrain-dev/finegrain/bench/internal/loadgen"
+	"github.com/finegrain-dev/finegrain/bench/servicerun"
+	"github.com/finegrain-dev/finegrain/internal/loadgen"
 	"github.com/finegrain-dev/finegrain/pkg/apis/finegrain/v1alpha1"
 )
 
@@ -67,7 +68,7 @@ func newBench(o options, log io.Writer) (*bench, error) {
 }
 
 // runArm runs one arm from scratch in a namespace of its own, removed afterwards.
-func (b *bench) runArm(ctx context.Context, arm string) (*Measured, error) {
+func (b *bench) runArm(ctx context.Context, arm string) (*servicerun.Measured, error) {
 	ns := "dc-objective-" + arm
 	if err := b.freshNamespace(ctx, ns); err != nil {
 		return nil, err
@@ -89,13 +90,13 @@ func (b *bench) runArm(ctx context.Context, arm string) (*Measured, error) {
 	if err := b.waitReady(ctx, ns, arm); err != nil {
 		return nil, err
 	}
-	s := newSampler(b, ns, arm)
-	if err := s.sample(ctx); err != nil {
+	s := b.sampler(ns, arm)
+	if err := s.Sample(ctx); err != nil {
 		return nil, err
 	}
 	sctx, stopSampling := context.WithCancel(ctx)
 	sampled := make(chan error, 1)
-	go func() { sampled <- s.loop(sctx) }()
+	go func() { sampled <- s.Loop(sctx) }()
 	var hpc hpcPlacement
 	hpcErr := make(chan error, 1)
 	go func() {
@@ -107,12 +108,12 @@ func (b *bench) runArm(ctx context.Context, arm string) (*Measured, error) {
 	opts := loadgen.DefaultOptions(b.o.trace)
 	opts.Timeout = 10 * time.Second
 	fmt.Fprintf(b.log, "dcobjective: %s of load on %s/%s; an HPCJob takes a core at %s\n", b.o.trace.Duration(), ns, serviceName, b.o.hpcAt)
-	rep, err := loadgen.Run(ctx, opts, s.doer(loadgen.NewHTTPClient(opts.MaxInFlight)))
+	rep, err := loadgen.Run(ctx, opts, s.Doer(loadgen.NewHTTPClient(opts.MaxInFlight)))
 	if err != nil {
 		stopSampling()
 		return nil, err
 	}
-	if err := s.sample(ctx); err != nil {
+	if err := s.Sample(ctx); err != nil {
 		stopSampling()
 		return nil, err
 	}
@@ -126,9 +127,34 @@ func (b *bench) runArm(ctx context.Context, arm string) (*Measured, error) {
 	if ctx.Err() != nil {
 		return nil, ctx.Err()
 	}
-	m := measure(rep, s.points(rep.Start), b.o.target.Seconds())
+	m := servicerun.Measure(rep, s.Points(rep.Start), b.o.target.Seconds())
 	m.HPCNode, m.HPCNodeRunsService = hpc.node, hpc.servicePods > 0
 	return m, nil
+}
+
+// sampler samples the arm's service every second: for hpa with the HPA's utilisation as its
+// note, for finegrain with the objective's decided size and decision.
+func (b *bench) sampler(ns, arm string) *servicerun.Sampler {
+	s := &servicerun.Sampler{
+		Client: b.client, Namespace: ns, Name: serviceName, Port: servicePort, Path: "/work",
+		CPUSeconds: servicerun.CgroupCPUSeconds(b.o.cgroupFS, b.o.cgroupRoots),
+	}
+	switch arm {
+	case armFinegrain:
+		s.Decided = servicerun.ObjectiveDecided(b.dyn, ns, serviceName)
+	case armHPA:
+		s.Decided = func(ctx context.Context) (float64, string, error) {
+			h, err := b.client.AutoscalingV2().HorizontalPodAutoscalers(ns).Get(ctx, serviceName, metav1.GetOptions{})
+			if err != nil {
+				return 0, "", err
+			}
+			if u := hpaUtilization(h); u != nil {
+				return 0, fmt.Sprintf("CPU utilisation %d%% (target %d%%), desired replicas %d", *u, b.o.hpaTarget, h.Status.DesiredReplicas), nil
+			}
+			return 0, "", nil
+		}
+	}
+	return s
 }
 
 // freshNamespace creates ns, first removing one left by an earlier run.
@@ -292,7 +318,7 @@ func (b *bench) notReady(ctx context.Context, ns, arm string) (string, error) {
 	}
 	ready := 0
 	for i := range pods.Items {
-		if podReady(&pods.Items[i]) {
+		if servicerun.PodReady(&pods.Items[i]) {
 			ready++
 		}
 	}
@@ -309,7 +335,7 @@ func (b *bench) notReady(ctx context.Context, ns, arm string) (string, error) {
 			return fmt.Sprintf("the HorizontalPodAutoscaler has no CPU utilisation from the metrics API yet (metrics.k8s.io: is metrics-server running and its APIService Available?); conditions %s", hpaConditions(h)), nil
 		}
 	case armFinegrain:
-		obj, err := getObjective(ctx, b.dyn, ns)
+		obj, err := servicerun.Objective(ctx, b.dyn, ns, serviceName)
 		if err != nil {
 			return "", err
 		}
@@ -346,30 +372,6 @@ func hpaConditions(h *autoscalingv2.HorizontalPodAutoscaler) string {
 		return "none yet"
 	}
 	return s
-}
-
-func getObjective(ctx context.Context, dyn dynamic.Interface, ns string) (*v1alpha1.ServiceObjective, error) {
-	u, err := dyn.Resource(v1alpha1.ServiceObjectiveGroupVersionResource).Namespace(ns).Get(ctx, serviceName, metav1.GetOptions{})
-	if err != nil {
-		return nil, err
-	}
-	var obj v1alpha1.ServiceObjective
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &obj); err != nil {
-		return nil, fmt.Errorf("ServiceObjective %s/%s: %w", ns, serviceName, err)
-	}
-	return &obj, nil
-}
-
-func podReady(p *corev1.Pod) bool {
-	if p.DeletionTimestamp != nil || p.Status.PodIP == "" {
-		return false
-	}
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }
 
 // nodeRoom is what the HPC job's placement looks at on a node.

@@ -20,14 +20,14 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/resource"
 
-	"github.com/finegrain-dev/finegrain/bench/internal/loadgen"
+	"github.com/finegrain-dev/finegrain/bench/servicerun"
+	"github.com/finegrain-dev/finegrain/internal/loadgen"
 )
 
 const (
@@ -181,27 +181,7 @@ func run(ctx context.Context, o options, stderr io.Writer) error {
 
 // writeResult writes result.json and result.png into dir.
 func writeResult(dir string, res *Result) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	for _, f := range []struct {
-		name  string
-		write func(io.Writer) error
-	}{{"result.json", res.write}, {"result.png", res.plot}} {
-		path := filepath.Join(dir, f.name)
-		w, err := os.Create(path)
-		if err != nil {
-			return err
-		}
-		err = f.write(w)
-		if cerr := w.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
-			return fmt.Errorf("write %s: %w", path, err)
-		}
-	}
-	return nil
+	return servicerun.Save(dir, "result", res, res.plot)
 }
 
 func main() {

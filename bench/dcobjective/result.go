@@ -1,13 +1,10 @@
 package main
 
 import (
-	"cmp"
-	"encoding/json"
 	"fmt"
-	"io"
-	"slices"
 
-	"github.com/finegrain-dev/finegrain/bench/internal/loadgen"
+	"github.com/finegrain-dev/finegrain/bench/servicerun"
+	"github.com/finegrain-dev/finegrain/internal/loadgen"
 )
 
 // Result is result.json: the run's set-up and one object per arm that ran.
@@ -32,133 +29,8 @@ type Setup struct {
 
 // Arm is one arm's outcome: its measurements, or the error that stopped it (then nothing else).
 type Arm struct {
-	*Measured
+	*servicerun.Measured
 	Error string `json:"error,omitempty"`
-}
-
-// Measured is what an arm that ran to the end measured.
-type Measured struct {
-	// ViolationSeconds counts the load's seconds whose p99 latency (loadgen's, from the
-	// scheduled send) exceeded the target, or in which a request failed.
-	ViolationSeconds int `json:"violationSeconds"`
-	// CPUSeconds is the CPU time the service's pods used during the load, from their cgroups.
-	CPUSeconds float64 `json:"cpuSeconds"`
-	// Resizes counts the changes of the service's size: replicas or CPU per pod.
-	Resizes int `json:"resizes"`
-
-	Requests   int     `json:"requests"`
-	Errors     int     `json:"errors"`
-	P99Seconds float64 `json:"p99Seconds"`
-	// HPCNode is where the HPC job's worker went, HPCNodeRunsService whether the service had a
-	// pod there then.
-	HPCNode            string `json:"hpcNode"`
-	HPCNodeRunsService bool   `json:"hpcNodeRunsService"`
-	// Load is loadgen's series, one entry per second of the trace.
-	Load []loadgen.Second `json:"load"`
-	// Size is the sampler's series, about one entry per second.
-	Size []Point `json:"size"`
-	// Decisions are the samples at which the size changed.
-	Decisions []Point `json:"decisions"`
-}
-
-// Point is one sample of the service: its decided size, the CPU its running pods are granted
-// and have used so far.
-type Point struct {
-	// T is seconds since the load started.
-	T float64 `json:"t"`
-	// Replicas is the workload's spec.replicas, PodCPU the CPU per pod decided (cores).
-	Replicas int32   `json:"replicas"`
-	PodCPU   float64 `json:"podCPU"`
-	// Granted is the sum of the running pods' CPU limits as the kubelet applies them (cores).
-	Granted float64 `json:"cpusGranted"`
-	// ReadyPods receive load.
-	ReadyPods int `json:"readyPods"`
-	// CPUUsed is the pods' CPU use since the previous sample (cores).
-	CPUUsed float64 `json:"cpusUsed"`
-	// Note is what the autoscaler said: the objective's decision and reason, or the HPA's
-	// measured utilisation.
-	Note string `json:"note,omitempty"`
-	// usage is each pod's cumulative CPU seconds (by pod UID) at this sample.
-	usage map[string]float64
-}
-
-// violationSeconds counts the seconds with load whose p99 exceeds target or that saw a failure.
-func violationSeconds(seconds []loadgen.Second, target float64) int {
-	n := 0
-	for _, s := range seconds {
-		if s.Offered > 0 && (s.P99Seconds > target || s.Errors > 0) {
-			n++
-		}
-	}
-	return n
-}
-
-// cpuSeconds is the CPU time the pods used over the samples: for each pod its last cumulative
-// value less its value at the first sample, or less nothing for a pod that first appears later
-// (it was created during the run, and its cgroup counted from zero). A pod gone between two
-// samples loses at most what it used after its last sample.
-func cpuSeconds(points []Point) float64 {
-	if len(points) == 0 {
-		return 0
-	}
-	base := points[0].usage
-	last := map[string]float64{}
-	for _, p := range points {
-		for uid, v := range p.usage {
-			last[uid] = v
-		}
-	}
-	total := 0.0
-	for uid, v := range last {
-		total += v - base[uid]
-	}
-	return total
-}
-
-// fillCPUUsed sets each point's CPUUsed from the pods' cumulative usage: the growth since the
-// previous point of every pod present in both (a new pod counts from zero), over the time between.
-func fillCPUUsed(points []Point) {
-	for i := 1; i < len(points); i++ {
-		dt := points[i].T - points[i-1].T
-		if dt <= 0 {
-			continue
-		}
-		used := 0.0
-		for uid, v := range points[i].usage {
-			used += v - points[i-1].usage[uid]
-		}
-		points[i].CPUUsed = used / dt
-	}
-}
-
-// decisions returns the points at which the size (replicas, CPU per pod) differs from the
-// point before.
-func decisions(points []Point) []Point {
-	out := []Point{}
-	for i := 1; i < len(points); i++ {
-		if points[i].Replicas != points[i-1].Replicas || points[i].PodCPU != points[i-1].PodCPU {
-			out = append(out, points[i])
-		}
-	}
-	return out
-}
-
-// measure turns an arm's load report and samples into its measurements.
-func measure(rep *loadgen.Report, points []Point, target float64) *Measured {
-	slices.SortStableFunc(points, func(a, b Point) int { return cmp.Compare(a.T, b.T) })
-	fillCPUUsed(points)
-	d := decisions(points)
-	return &Measured{
-		ViolationSeconds: violationSeconds(rep.Seconds, target),
-		CPUSeconds:       cpuSeconds(points),
-		Resizes:          len(d),
-		Requests:         rep.Summary.Requests,
-		Errors:           rep.Summary.Errors,
-		P99Seconds:       rep.Summary.P99Seconds,
-		Load:             rep.Seconds,
-		Size:             points,
-		Decisions:        d,
-	}
 }
 
 // arms lists the result's arms in the order the bench runs them, with their names.
@@ -185,11 +57,4 @@ func (r *Result) set(name string, a *Arm) error {
 		return fmt.Errorf("arm %q: want one of %s, %s, %s", name, armNone, armHPA, armFinegrain)
 	}
 	return nil
-}
-
-// write encodes r as indented JSON.
-func (r *Result) write(w io.Writer) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(r)
 }

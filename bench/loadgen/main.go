@@ -2,7 +2,7 @@
 // load trace, and writes what it saw as JSON: per second the offered rate, the requests offered,
 // achieved and failed, and p50/p99/max latency; and a summary. Every request's latency runs from
 // its scheduled send time, so a stall of the service counts against every request that should
-// have been sent during it (no coordinated omission; bench/internal/loadgen).
+// have been sent during it (no coordinated omission; internal/loadgen).
 //
 //	loadgen -url http://10.0.0.5:8080/work -trace 60s@50,120s@200,60s@50 -o run.json
 //	loadgen -url ... -trace-file trace.txt     # lines "DURATION RATE", or a JSON array
@@ -20,7 +20,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/finegrain-dev/finegrain/bench/internal/loadgen"
+	"github.com/finegrain-dev/finegrain/internal/loadgen"
 )
 
 type options struct {

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/finegrain-dev/finegrain/bench/internal/loadgen"
+	"github.com/finegrain-dev/finegrain/internal/loadgen"
 )
 
 func TestParse(t *testing.T) {
