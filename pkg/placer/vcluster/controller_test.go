@@ -83,6 +83,24 @@ func TestVirtualClusterObjects(t *testing.T) {
 	if env[layout.EnvRole] != "slurmd" || env[layout.EnvNodeName] != "node-b" || env[mpi.EnvSSHPort] != "21002" || env["SQUEUE_FORMAT2"] != slurm.SqueueFormat {
 		t.Errorf("node pod env %v", env)
 	}
+	// The TaskProlog slurm.conf names is in the ConfigMap and mounted executable beside it.
+	if !strings.Contains(conf, "TaskProlog="+layout.TaskProlog+"\n") || !strings.HasPrefix(cm.Data[layout.TaskPrologKey], "#!/bin/sh\n") {
+		t.Errorf("no TaskProlog in slurm.conf or in the ConfigMap: %q", cm.Data[layout.TaskPrologKey])
+	}
+	var prologMode *int32
+	for _, v := range node.Spec.Volumes {
+		if v.ConfigMap == nil {
+			continue
+		}
+		for _, it := range v.ConfigMap.Items {
+			if it.Key == layout.TaskPrologKey && it.Path == layout.TaskPrologKey {
+				prologMode = it.Mode
+			}
+		}
+	}
+	if prologMode == nil || *prologMode != 0o555 {
+		t.Errorf("the node pod mounts %s with mode %v, want 0555 (slurmstepd executes it as the job's user)", layout.TaskPrologKey, prologMode)
+	}
 	// A second reconcile changes nothing.
 	before := h.kube.Actions()
 	h.reconcile("alice")

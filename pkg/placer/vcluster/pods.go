@@ -89,7 +89,7 @@ func podFor(vc *v1alpha1.VirtualCluster, hash, role, name, node string, ports v1
 			containerPorts = append(containerPorts, corev1.ContainerPort{ContainerPort: p, HostPort: p})
 		}
 	}
-	owner, mode := int32(0o400), int32(0o444)
+	owner, mode, script := int32(0o400), int32(0o444), int32(0o555)
 	return &corev1.Pod{
 		ObjectMeta: m,
 		Spec: corev1.PodSpec{
@@ -115,7 +115,7 @@ func podFor(vc *v1alpha1.VirtualCluster, hash, role, name, node string, ports v1
 				{Name: "slurm-conf", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
 					LocalObjectReference: corev1.LocalObjectReference{Name: configMapName(vc)}, DefaultMode: &mode,
 					Items: []corev1.KeyToPath{{Key: layout.SlurmConfKey, Path: layout.SlurmConfKey}, {Key: layout.CgroupConfKey, Path: layout.CgroupConfKey},
-						{Key: layout.JobSubmitLuaKey, Path: layout.JobSubmitLuaKey}}}}},
+						{Key: layout.JobSubmitLuaKey, Path: layout.JobSubmitLuaKey}, {Key: layout.TaskPrologKey, Path: layout.TaskPrologKey, Mode: &script}}}}},
 				{Name: "munge-key", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
 					SecretName: mungeSecretName(vc), DefaultMode: &owner}}},
 				{Name: "ssh", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{DefaultMode: &mode, Sources: []corev1.VolumeProjection{

@@ -54,10 +54,16 @@ type Files map[string]string
 var slurmName = regexp.MustCompile(`^[a-z0-9]([a-z0-9.-]*[a-z0-9])?$`)
 
 // Generate writes a virtual cluster's slurm.conf, cgroup.conf, job_submit.lua (the delegation
-// bridge's slurm.JobSubmitLua, which holds every job until the placer has placed it) and ssh
-// client configuration. It refuses names and addresses slurm.conf cannot carry, naming the node.
+// bridge's slurm.JobSubmitLua, which holds every job until the placer has placed it), TaskProlog
+// (slurm.TaskProlog, which starts no task before the node agent has confined it to its job's
+// placeholder) and ssh client configuration. It refuses names and addresses slurm.conf cannot
+// carry, naming the node.
 func Generate(c Cluster) (Files, error) {
 	if err := check(c); err != nil {
+		return nil, err
+	}
+	prolog, err := slurm.TaskProlog(layout.SlurmdPIDFile, slurm.DefaultTaskPrologTimeout)
+	if err != nil {
 		return nil, err
 	}
 	nodes := slices.Clone(c.Nodes)
@@ -66,6 +72,7 @@ func Generate(c Cluster) (Files, error) {
 		layout.SlurmConfKey:    slurmConf(c, nodes),
 		layout.CgroupConfKey:   cgroupConf,
 		layout.JobSubmitLuaKey: slurm.JobSubmitLua,
+		layout.TaskPrologKey:   prolog,
 		layout.SSHConfigKey:    sshConfig(c, nodes),
 	}, nil
 }
@@ -130,7 +137,7 @@ func slurmConf(c Cluster, nodes []Node) string {
 	line("StateSaveLocation=%s", layout.StateSaveLocation)
 	line("SlurmdSpoolDir=%s", layout.SlurmdSpoolDir)
 	line("SlurmctldPidFile=/run/slurmctld.pid")
-	line("SlurmdPidFile=/run/slurmd.pid")
+	line("SlurmdPidFile=%s", layout.SlurmdPIDFile)
 	line("# No log files: the daemons run in the foreground and log to their container's output.")
 	line("SlurmctldDebug=info")
 	line("SlurmdDebug=info")
@@ -143,6 +150,9 @@ func slurmConf(c Cluster, nodes []Node) string {
 	line("# No binding by Slurm: the node pods run in their nodes' shared pool, whose CPUs the node agent")
 	line("# changes as it pins other pods, and a task bound to a CPU outside the pod's cpuset cannot start.")
 	line("TaskPlugin=task/none")
+	line("# Each task waits until the node agent has moved it into its job's placeholder, whose pinned CPUs")
+	line("# and NUMA memory it then runs on; one not moved within %s is not started (docs/slurm-delegation.md).", slurm.DefaultTaskPrologTimeout)
+	line("TaskProlog=%s", layout.TaskProlog)
 	line("MpiDefault=none")
 	line("# For the delegation bridge (docs/slurm-delegation.md): its default memory a CPU, and no job")
 	line("# requeued by Slurm itself, which could start again before the bridge holds it.")

@@ -60,13 +60,16 @@ func TestGeneratedFiles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, key := range []string{layout.SlurmConfKey, layout.CgroupConfKey, layout.JobSubmitLuaKey, layout.SSHConfigKey} {
+	for _, key := range []string{layout.SlurmConfKey, layout.CgroupConfKey, layout.JobSubmitLuaKey, layout.TaskPrologKey, layout.SSHConfigKey} {
 		if files[key] == "" {
 			t.Errorf("no %s generated", key)
 		}
 	}
-	if len(files) != 4 {
-		t.Errorf("files %v, want the four keys", files)
+	if len(files) != 5 {
+		t.Errorf("files %v, want the five keys", files)
+	}
+	if want, _ := slurm.TaskProlog("/run/slurmd.pid", 30*time.Second); files[layout.TaskPrologKey] != want {
+		t.Errorf("task_prolog is not slurm.TaskProlog of slurmd's PID file with the default timeout:\n%s", files[layout.TaskPrologKey])
 	}
 	ssh := files[layout.SSHConfigKey]
 	for _, want := range []string{"Host node-a 10.0.0.1\n    Port 21002\n", "Host node-b 10.0.0.2\n    Port 21002\n", "IdentityFile /root/.ssh/id_ed25519\n", "StrictHostKeyChecking no\n"} {

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/finegrain-dev/finegrain/pkg/apis/finegrain/v1alpha1"
+	"github.com/finegrain-dev/finegrain/pkg/cpulist"
 	"github.com/finegrain-dev/finegrain/pkg/slurm"
 	"github.com/finegrain-dev/finegrain/pkg/slurm/layout"
 	"github.com/finegrain-dev/finegrain/pkg/topology"
@@ -27,7 +28,10 @@ import (
 // MemTotal, with the paths of the pods moved into a temporary directory. slurmd accepts the
 // line (a mismatch would leave the node drained), sinfo --json shows it idle through
 // ParseNodeStates, and srun and sbatch jobs are held by the generated job_submit.lua and run once
-// started as the delegation bridge starts them.
+// started as the delegation bridge starts them, each task once the generated TaskProlog sees it
+// confined: the test plays the node agent too, with slurmd in a cpuset cgroup of CPU 0 (the
+// shared pool) and the jobs' processes moved into one of CPU 1 (a placeholder), where the
+// tasks' first command finds itself.
 func TestGeneratedConfigRunsRealSlurm(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: munged and the Slurm daemons run as root here, as in the virtual cluster's pods")
@@ -37,6 +41,7 @@ func TestGeneratedConfigRunsRealSlurm(t *testing.T) {
 			t.Skipf("%s is not installed (Debian packages munge, slurmctld, slurmd, slurm-client): %v", bin, err)
 		}
 	}
+	pool, placeholder := agentCgroups(t)
 	dir := t.TempDir()
 	c := Cluster{
 		Name: "clusterconf-test", Namespace: "test", ControllerAddr: "127.0.0.1",
@@ -55,10 +60,11 @@ func TestGeneratedConfigRunsRealSlurm(t *testing.T) {
 		layout.StateSaveLocation, filepath.Join(dir, "ctld"),
 		layout.SlurmdSpoolDir, filepath.Join(dir, "d"),
 		"/run/slurmctld.pid", filepath.Join(dir, "slurmctld.pid"),
-		"/run/slurmd.pid", filepath.Join(dir, "slurmd.pid"),
-	).Replace(files[layout.SlurmConfKey])
-	for name, content := range map[string]string{layout.SlurmConfKey: conf, layout.CgroupConfKey: files[layout.CgroupConfKey], layout.JobSubmitLuaKey: files[layout.JobSubmitLuaKey]} {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+		layout.SlurmdPIDFile, filepath.Join(dir, "slurmd.pid"),
+		layout.TaskProlog, filepath.Join(dir, layout.TaskPrologKey),
+	)
+	for _, name := range []string{layout.SlurmConfKey, layout.CgroupConfKey, layout.JobSubmitLuaKey, layout.TaskPrologKey} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(conf.Replace(files[name])), 0o755); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -81,7 +87,11 @@ func TestGeneratedConfigRunsRealSlurm(t *testing.T) {
 		"--pid-file="+filepath.Join(dir, "munged.pid"), "--log-file="+filepath.Join(dir, "munged.log"), "--seed-file="+filepath.Join(dir, "munged.seed"))
 	waitFor(t, 10*time.Second, "munged's socket", func() (bool, string) { _, err := os.Stat(socket); return err == nil, fmt.Sprint(err) })
 	start(t, "slurmctld", "-D", "-c", "-i")
-	start(t, "slurmd", "-D", "-N", c.Nodes[0].Name)
+	slurmd := start(t, "slurmd", "-D", "-N", c.Nodes[0].Name)
+	if err := os.WriteFile(filepath.Join(pool, "cgroup.procs"), []byte(strconv.Itoa(slurmd)), 0o644); err != nil {
+		t.Fatalf("move slurmd into the shared pool's cgroup: %v", err)
+	}
+	confine(t, pool, placeholder)
 	// 3. The node registers as configured and is idle.
 	waitFor(t, 60*time.Second, "the node idle in sinfo", func() (bool, string) {
 		out, err := exec.Command("sinfo", "--json").CombinedOutput()
@@ -99,21 +109,21 @@ func TestGeneratedConfigRunsRealSlurm(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	bridge := &slurm.Client{Runner: slurm.LocalRunner{}}
-	srun := exec.CommandContext(ctx, "srun", "-N1", "-n1", "hostname")
+	srun := exec.CommandContext(ctx, "srun", "-N1", "-n1", "sh", "-c", "grep Cpus_allowed_list: /proc/self/status; hostname")
 	var srunOut, srunErr bytes.Buffer
 	srun.Stdout, srun.Stderr = &srunOut, &srunErr
 	if err := srun.Start(); err != nil {
 		t.Fatal(err)
 	}
 	startHeld(ctx, t, bridge, c.Nodes[0].Name)
-	if err := srun.Wait(); err != nil || strings.TrimSpace(srunOut.String()) != strings.TrimSpace(mustHostname(t)) {
-		t.Fatalf("srun hostname: %v: %q (%s), want %q", err, srunOut.String(), srunErr.String(), mustHostname(t))
+	if want := "Cpus_allowed_list:\t1\n" + mustHostname(t) + "\n"; srun.Wait() != nil || srunOut.String() != want {
+		t.Fatalf("srun: %q (%s), want %q", srunOut.String(), srunErr.String(), want)
 	}
 	if !strings.Contains(srunErr.String(), "held state") {
 		t.Errorf("srun did not say its job was held: %q", srunErr.String())
 	}
 	output := filepath.Join(dir, "batch.out")
-	out, err := exec.CommandContext(ctx, "sbatch", "--parsable", "-o", output, "--wrap", "echo batch ran on $(hostname)").CombinedOutput()
+	out, err := exec.CommandContext(ctx, "sbatch", "--parsable", "-o", output, "--wrap", "grep Cpus_allowed_list: /proc/self/status; echo batch ran on $(hostname)").CombinedOutput()
 	if err != nil {
 		t.Fatalf("sbatch: %v: %s", err, out)
 	}
@@ -136,7 +146,7 @@ func TestGeneratedConfigRunsRealSlurm(t *testing.T) {
 		}
 		return false, fmt.Sprintf("job %s not in %+v", id, jobs)
 	})
-	if got, err := os.ReadFile(output); err != nil || !strings.HasPrefix(string(got), "batch ran on ") {
+	if got, err := os.ReadFile(output); err != nil || !strings.HasPrefix(string(got), "Cpus_allowed_list:\t1\nbatch ran on ") {
 		t.Errorf("batch output %q (%v)", got, err)
 	}
 }
@@ -164,6 +174,75 @@ func startHeld(ctx context.Context, t *testing.T, bridge *slurm.Client, node str
 		t.Fatal(err)
 	}
 	return held.ID
+}
+
+// agentCgroups makes two cpuset cgroups (v1) for the test's node agent: the shared pool, CPU 0,
+// and a placeholder, CPU 1. They are removed when the test ends, once empty. The test skips where
+// this machine has no cgroup v1 cpuset hierarchy or fewer than two CPUs.
+func agentCgroups(t *testing.T) (pool, placeholder string) {
+	const cpusetRoot = "/sys/fs/cgroup/cpuset"
+	cpus, err := os.ReadFile(filepath.Join(cpusetRoot, "cpuset.effective_cpus"))
+	if err != nil {
+		t.Skipf("the generated TaskProlog starts a task once the node agent confined it, which this test plays on a cgroup v1 cpuset hierarchy; there is none at %s: %v", cpusetRoot, err)
+	}
+	if set, err := cpulist.Parse(strings.TrimSpace(string(cpus))); err != nil || !set.Contains(0) || !set.Contains(1) {
+		t.Skipf("the test's node agent needs CPUs 0 and 1; this machine has %q (%v)", cpus, err)
+	}
+	base := filepath.Join(cpusetRoot, fmt.Sprintf("finegrain-clusterconf-test-%d", os.Getpid()))
+	pool, placeholder = filepath.Join(base, "pool"), filepath.Join(base, "placeholder")
+	t.Cleanup(func() {
+		for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+			_ = os.Remove(pool)
+			_ = os.Remove(placeholder)
+			if os.Remove(base) == nil {
+				return
+			}
+		}
+		t.Errorf("%s still exists 10 s after the test: a process is left in it", base)
+	})
+	for dir, cpus := range map[string]string{base: "0-1", pool: "0", placeholder: "1"} {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for f, v := range map[string]string{"cpuset.cpus": cpus, "cpuset.mems": "0"} {
+			if err := os.WriteFile(filepath.Join(dir, f), []byte(v), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	return pool, placeholder
+}
+
+// confine plays the node agent until the test ends: every 200 ms, the processes of Slurm jobs
+// in the pool's cgroup (slurm.JobProcesses) move into the placeholder's.
+func confine(t *testing.T, pool, placeholder string) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	t.Cleanup(func() { cancel(); <-done })
+	go func() {
+		defer close(done)
+		for ctx.Err() == nil {
+			var pids []int
+			for _, dir := range []string{pool, placeholder} {
+				b, _ := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
+				for _, f := range strings.Fields(string(b)) {
+					if pid, err := strconv.Atoi(f); err == nil {
+						pids = append(pids, pid)
+					}
+				}
+			}
+			procs, _ := slurm.ReadProcesses("/proc", pids)
+			for _, jobPIDs := range slurm.JobProcesses(procs) {
+				for _, pid := range jobPIDs {
+					_ = os.WriteFile(filepath.Join(placeholder, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0o644)
+				}
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(200 * time.Millisecond):
+			}
+		}
+	}()
 }
 
 // thisNode is this machine as the controller describes a node: the agent's topology, MemTotal.
@@ -212,9 +291,9 @@ func freePorts(t *testing.T) v1alpha1.VirtualClusterPorts {
 	return v1alpha1.VirtualClusterPorts{}
 }
 
-// start runs a daemon in the foreground until the test ends; its output is logged when the test
-// fails.
-func start(t *testing.T, name string, args ...string) {
+// start runs a daemon in the foreground until the test ends and returns its PID; its output is
+// logged when the test fails.
+func start(t *testing.T, name string, args ...string) int {
 	t.Helper()
 	cmd := exec.Command(name, args...)
 	var out bytes.Buffer
@@ -237,6 +316,7 @@ func start(t *testing.T, name string, args ...string) {
 			t.Logf("%s output:\n%s", name, out.String())
 		}
 	})
+	return cmd.Process.Pid
 }
 
 // waitFor polls check until it holds or timeout passes; check returns what it saw for the

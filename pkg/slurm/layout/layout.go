@@ -14,13 +14,20 @@ const (
 	SlurmConfKey    = "slurm.conf"
 	CgroupConfKey   = "cgroup.conf"
 	JobSubmitLuaKey = "job_submit.lua"
+	// TaskPrologKey is finegrain's TaskProlog (slurm.TaskProlog), mounted executable.
+	TaskPrologKey = "task_prolog"
 	// SSHConfigKey is the ssh client configuration (the virtual cluster's sshd port, its
 	// identity); mounted as /root/.ssh/config.
 	SSHConfigKey = "ssh_config"
 )
 
-// SlurmConf is the path of slurm.conf in the pods (SLURM_CONF points at it too).
-const SlurmConf = ConfDir + "/" + SlurmConfKey
+// SlurmConf is the path of slurm.conf in the pods (SLURM_CONF points at it too), TaskProlog that
+// of the TaskProlog, and SlurmdPIDFile slurmd's PID file, by which the TaskProlog finds slurmd.
+const (
+	SlurmConf     = ConfDir + "/" + SlurmConfKey
+	TaskProlog    = ConfDir + "/" + TaskPrologKey
+	SlurmdPIDFile = "/run/slurmd.pid"
+)
 
 // The munge key: the Secret's key, and the directory the Secret is mounted at. The entrypoint
 // copies the key to MungeKeyFile, owned by the munge user with mode 0400 as munged demands.
