@@ -13,10 +13,10 @@ import (
 )
 
 // experimentOnly are the flags only an experiment reads.
-var experimentOnly = []string{"submission-gap", "rescale-gap", "slots-per-node", "plot", "workload"}
+var experimentOnly = []string{"submission-gap", "rescale-gap", "slots-per-node", "plot", "workload", "shrink-equal-priority"}
 
 // elasticFlags are the flags the elastic experiment reads; any other is an error with it.
-var elasticFlags = []string{"experiment", "seed", "jobs", "nodes", "strategies", "trace", "o", "write-trace", "submission-gap", "rescale-gap", "slots-per-node", "plot"}
+var elasticFlags = []string{"experiment", "seed", "jobs", "nodes", "strategies", "trace", "o", "write-trace", "submission-gap", "rescale-gap", "slots-per-node", "plot", "seeds", "shrink-equal-priority"}
 
 // Defaults of the elastic experiment: the paper's 4 nodes × 16 slots and our job count.
 const (
@@ -73,8 +73,12 @@ func (o *options) experimentFlags(nodes, strategies string) error {
 		return fmt.Errorf("-slots-per-node %d: want 1 to 1024", o.slotsPerNode)
 	case o.trace != "" && o.writeTrace != "":
 		return fmt.Errorf("-write-trace writes generated workloads; it makes no sense with -trace")
-	case o.trace != "" && (o.set["jobs"] || o.set["seed"]):
-		return fmt.Errorf("-jobs and -seed draw a job set; they make no sense with -trace")
+	case o.trace != "" && (o.set["jobs"] || o.set["seed"] || o.set["seeds"]):
+		return fmt.Errorf("-jobs, -seed and -seeds draw job sets; they make no sense with -trace")
+	case o.seeds < 1 || o.seeds > 1000:
+		return fmt.Errorf("-seeds %d: want 1 to 1000", o.seeds)
+	case o.seeds > 1 && (o.output != "table" || o.plotDir != "" || o.writeTrace != ""):
+		return fmt.Errorf("-seeds %d prints one table over the seeds; -o json, -plot and -write-trace take one seed (leave -seeds out)", o.seeds)
 	}
 	if o.jobs == 0 {
 		o.jobs = elasticJobs
@@ -90,10 +94,15 @@ func runElastic(w io.Writer, o options) error {
 	if err != nil {
 		return err
 	}
-	e := &sim.ElasticExperiment{
-		Options:    sim.ElasticOptions{Model: model, Slots: o.nodes[0] * o.slotsPerNode, RescaleGap: o.rescaleGap},
-		Strategies: strategies, RescaleGaps: elasticRescaleGaps,
+	opts := sim.ElasticOptions{Model: model, Slots: o.nodes[0] * o.slotsPerNode, RescaleGap: o.rescaleGap, ShrinkLowerOnly: !o.shrinkEqualPriority}
+	if o.seeds > 1 {
+		r, err := sim.RunElasticSeeds(o.command, opts, strategies, o.jobs, o.seed, o.seeds, o.submissionGap)
+		if err != nil {
+			return err
+		}
+		return sim.WriteElasticSeedsMarkdown(w, r)
 	}
+	e := &sim.ElasticExperiment{Options: opts, Strategies: strategies, RescaleGaps: elasticRescaleGaps}
 	if o.trace != "" {
 		data, err := os.ReadFile(o.trace)
 		if err != nil {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -57,6 +58,7 @@ func TestRunElasticTable(t *testing.T) {
 	for _, want := range []string{
 		"### Elastic scheduler: 6 jobs (trace bench/simulator/testdata/elastic-6jobs.yaml) on 64 slots, rescale gap 1m0s",
 		"| moldable | ", "| elastic | ", "| sim-d | medium | 1 | 120 |", "By rescale gap",
+		"Mean completion by priority", "| 5 | 2 |",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("markdown lacks %q:\n%s", want, out)
@@ -71,6 +73,42 @@ func TestRunElasticTable(t *testing.T) {
 	}
 }
 
+// -seeds runs several job sets and prints the across-seeds table; -shrink-equal-priority=false
+// is the placer's shrink rule, which changes elastic's figures only.
+func TestRunElasticSeedsAndShrinkRule(t *testing.T) {
+	t.Chdir(filepath.Join("..", ".."))
+	out, err := runArgs(t, "-experiment", "elastic", "-seed", "4", "-seeds", "2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"2 seeds of 20 jobs submitted 1m30s apart on 64 slots, rescale gap 1m0s", "| 4 | ", "| 5 | ", "| weighted mean completion | best |"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("markdown lacks %q:\n%s", want, out)
+		}
+	}
+	var paper, placer map[string]map[string]float64
+	for _, run := range []struct {
+		rule string
+		into *map[string]map[string]float64
+	}{{"true", &paper}, {"false", &placer}} {
+		out, err := runArgs(t, "-experiment", "elastic", "-seed", "4", "-o", "json", "-shrink-equal-priority="+run.rule)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal([]byte(out), run.into); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, s := range []string{"rigid-min", "rigid-max", "moldable"} {
+		if !maps.Equal(paper[s], placer[s]) {
+			t.Errorf("%s changes with the shrink rule: %v, %v", s, paper[s], placer[s])
+		}
+	}
+	if maps.Equal(paper["elastic"], placer["elastic"]) {
+		t.Errorf("elastic does not change with the shrink rule: %v", paper["elastic"])
+	}
+}
+
 func TestElasticOptionsRefused(t *testing.T) {
 	for _, tc := range []struct {
 		args []string
@@ -82,7 +120,12 @@ func TestElasticOptionsRefused(t *testing.T) {
 		{[]string{"-experiment", "elastic", "-submission-gap", "-1s"}, "-submission-gap -1s"},
 		{[]string{"-experiment", "elastic", "-rescale-gap", "-1s"}, "-rescale-gap -1s"},
 		{[]string{"-experiment", "elastic", "-slots-per-node", "0"}, "-slots-per-node 0"},
-		{[]string{"-experiment", "elastic", "-trace", "t.yaml", "-seed", "3"}, "-jobs and -seed draw a job set"},
+		{[]string{"-experiment", "elastic", "-trace", "t.yaml", "-seed", "3"}, "-jobs, -seed and -seeds draw job sets"},
+		{[]string{"-experiment", "elastic", "-trace", "t.yaml", "-seeds", "3"}, "-jobs, -seed and -seeds draw job sets"},
+		{[]string{"-experiment", "elastic", "-seeds", "0"}, "-seeds 0: want 1 to 1000"},
+		{[]string{"-experiment", "elastic", "-seeds", "2", "-o", "json"}, "-seeds 2 prints one table over the seeds"},
+		{[]string{"-experiment", "elastic", "-seeds", "2", "-plot", "p"}, "-seeds 2 prints one table over the seeds"},
+		{[]string{"-shrink-equal-priority=false"}, "-shrink-equal-priority belongs to an experiment"},
 		{[]string{"-rescale-gap", "30s"}, "-rescale-gap belongs to an experiment"},
 	} {
 		if _, err := parseOptions(tc.args, nil); err == nil || !strings.Contains(err.Error(), tc.want) {

@@ -139,10 +139,44 @@ func WriteElasticMarkdown(w io.Writer, r *ElasticReport) error {
 			b.WriteString("\n")
 		}
 	}
+	writeByPriority(&b, r.Results)
 	writeSweep(&b, "submission gap", r.BySubmissionGap)
 	writeSweep(&b, "rescale gap", r.ByRescaleGap)
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// writeByPriority writes each strategy's mean completion (submit → end) of the jobs of each
+// priority: what the priority-weighted mean is made of.
+func writeByPriority(b *strings.Builder, results []*ElasticResult) {
+	if len(results) == 0 {
+		return
+	}
+	count := map[int32]int{}
+	for _, j := range results[0].Jobs {
+		count[j.Priority]++
+	}
+	b.WriteString("\nMean completion by priority (submit → end, s; the weighted mean weights priority p by p):\n\n| priority | jobs |")
+	for _, res := range results {
+		fmt.Fprintf(b, " %s |", res.Strategy)
+	}
+	b.WriteString("\n|--:|--:|" + strings.Repeat("--:|", len(results)) + "\n")
+	for p := int32(ElasticMaxPriority); p >= ElasticMinPriority; p-- {
+		if count[p] == 0 {
+			continue
+		}
+		fmt.Fprintf(b, "| %d | %d |", p, count[p])
+		for _, res := range results {
+			var sum float64
+			for _, j := range res.Jobs {
+				if j.Priority == p {
+					sum += j.End - j.Submit
+				}
+			}
+			fmt.Fprintf(b, " %.0f |", sum/float64(count[p]))
+		}
+		b.WriteString("\n")
+	}
 }
 
 func writeSweep(b *strings.Builder, what string, points []ElasticSweepPoint) {

@@ -20,6 +20,10 @@ type ElasticOptions struct {
 	RescaleGap time.Duration
 	// Aging, when on, raises waiting jobs' priorities with their wait (pkg/placer/elastic).
 	Aging elastic.Aging
+	// ShrinkLowerOnly lets an arriving job shrink only jobs of strictly lower priority, as
+	// finegrain's placer does (its --shrink-scope); off, newJob also shrinks jobs of equal
+	// priority, as the paper's does.
+	ShrinkLowerOnly bool
 }
 
 // ElasticMetrics are the experiment's figures for one strategy, in seconds (utilisation 0–1).
@@ -321,6 +325,8 @@ func (r *elasticRun) resize(j *ejob, to int) {
 // arrive is newJob for a job that arrives: it starts, after the shrinks the policy chose, or
 // it waits. The policy is asked only when the job can start: when its minimum fits the free
 // slots and what the jobs it may shrink hold above their minimums, newJob's own second test.
+// With ShrinkLowerOnly the jobs of its own priority or higher are left out of the candidates,
+// as the placer's shrink scope leaves them out before elastic.Victims.
 func (r *elasticRun) arrive(j *ejob, now time.Time) {
 	if j.pj.Min > r.free-1+r.slackFor(j.pj.Priority, now) {
 		r.wait(j)
@@ -330,6 +336,9 @@ func (r *elasticRun) arrive(j *ejob, now time.Time) {
 	if r.strategy == Elastic {
 		cands := make([]elastic.Job, 0, len(r.running))
 		for _, x := range r.running {
+			if r.o.ShrinkLowerOnly && x.pj.Priority >= j.pj.Priority {
+				continue
+			}
 			cands = append(cands, x.pj)
 		}
 		victims = elastic.Victims(j.pj, cands, now)
@@ -436,10 +445,13 @@ type slackStep struct {
 
 // slackFor returns what the running jobs elastic.Victims would offer a job of priority p
 // hold above their minimums: rescalable, above their minimum, out of their rescale gap, of
-// priority at most p.
+// priority at most p (below p with ShrinkLowerOnly).
 func (r *elasticRun) slackFor(p int32, now time.Time) int {
 	if r.strategy != Elastic {
 		return 0
+	}
+	if r.o.ShrinkLowerOnly {
+		p--
 	}
 	if r.slackDirty {
 		r.slack = r.slack[:0]

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"math"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -116,6 +117,117 @@ func TestSimulateElasticRescaleGap(t *testing.T) {
 	}
 	if !grown {
 		t.Errorf("low did not grow to 6 (8 slots in use) at 130 s: %+v", r.Usage)
+	}
+}
+
+// newJob's shrink rule: under the paper's, a job shrinks a running job of its own priority;
+// under the placer's (ShrinkLowerOnly) only one of strictly lower priority, so an equal one
+// waits for the running job's end. On 10 slots, first starts with 8 replicas and ends at 100 s
+// unless shrunk; second (priority 3) arrives at 50 s and either shrinks first to its minimum,
+// starting with 6 after first's checkpoint (51 s), or waits and starts with 8 at 100 s.
+func TestSimulateElasticShrinkLowerOnly(t *testing.T) {
+	m := oneType()
+	for _, tc := range []struct {
+		firstPrio   int32
+		lowerOnly   bool
+		start       float64
+		replicas    int
+		firstShrunk int
+	}{
+		{3, false, 51, 6, 1},
+		{3, true, 100, 8, 0},
+		{2, false, 51, 6, 1},
+		{2, true, 51, 6, 1},
+	} {
+		jobs := []ElasticJob{
+			{Name: "first", Arrival: 0, Type: "t", Priority: tc.firstPrio, Min: 2, Max: 8, Timesteps: 800},
+			{Name: "second", Arrival: 50 * time.Second, Type: "t", Priority: 3, Min: 2, Max: 8, Timesteps: 800},
+		}
+		r, err := SimulateElastic(jobs, Elastic, ElasticOptions{Model: m, Slots: 10, ShrinkLowerOnly: tc.lowerOnly})
+		if err != nil {
+			t.Fatal(err)
+		}
+		first, second := r.Jobs[0], r.Jobs[1]
+		if !near(second.Start, tc.start) || second.Replicas != tc.replicas || first.Shrinks != tc.firstShrunk {
+			t.Errorf("first of priority %d, lower only %v: second %+v, first %+v; want second to start at %v s with %d replicas, first shrunk %d times",
+				tc.firstPrio, tc.lowerOnly, second, first, tc.start, tc.replicas, tc.firstShrunk)
+		}
+	}
+	// On 20 slots with a priority-2 and a priority-3 job running at 8 replicas (2 slots free),
+	// a priority-3 arrival that can start by shrinking the lower one alone: the paper's rule
+	// goes on to take 1 replica of the equal one for its maximum, the placer's does not.
+	for _, lowerOnly := range []bool{false, true} {
+		jobs := []ElasticJob{
+			{Name: "lower", Arrival: 0, Type: "t", Priority: 2, Min: 2, Max: 8, Timesteps: 800},
+			{Name: "equal", Arrival: 0, Type: "t", Priority: 3, Min: 2, Max: 8, Timesteps: 800},
+			{Name: "second", Arrival: 50 * time.Second, Type: "t", Priority: 3, Min: 2, Max: 8, Timesteps: 800},
+		}
+		r, err := SimulateElastic(jobs, Elastic, ElasticOptions{Model: m, Slots: 20, ShrinkLowerOnly: lowerOnly})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantReplicas, wantEqual := 8, 1
+		if lowerOnly {
+			wantReplicas, wantEqual = 7, 0
+		}
+		if lower, equal, second := r.Jobs[0], r.Jobs[1], r.Jobs[2]; lower.Shrinks != 1 || equal.Shrinks != wantEqual || second.Replicas != wantReplicas {
+			t.Errorf("lower only %v: lower %+v, equal %+v, second %+v; want lower shrunk, equal shrunk %d times, second at %d replicas",
+				lowerOnly, lower, equal, second, wantEqual, wantReplicas)
+		}
+	}
+}
+
+// Over seeds, the figures are each seed's own run's, and every seed has a best strategy on
+// every metric; seed 4 at 90 s is the golden one.
+func TestRunElasticSeeds(t *testing.T) {
+	m := DefaultElasticModel()
+	o := ElasticOptions{Model: m, Slots: 64, RescaleGap: time.Minute}
+	r, err := RunElasticSeeds("cmd", o, ElasticStrategies, 20, 3, 3, 90*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(r.Seeds, []uint64{3, 4, 5}) || len(r.Metrics) != 3 {
+		t.Fatalf("seeds %v, %d results", r.Seeds, len(r.Metrics))
+	}
+	jobs, _ := GenerateElastic(&m, 20, 4, 90*time.Second)
+	for _, s := range ElasticStrategies {
+		one, err := SimulateElastic(jobs, s, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if one.Metrics != r.Metrics[1][s] {
+			t.Errorf("seed 4 %s: %+v, alone %+v", s, r.Metrics[1][s], one.Metrics)
+		}
+	}
+	best := r.Best()
+	for k, counts := range best {
+		total := 0
+		for _, c := range counts {
+			total += c
+		}
+		if total < 3 {
+			t.Errorf("metric %d: best counts %v over 3 seeds", k, counts)
+		}
+	}
+	// Seed 4 alone: elastic has the best utilisation, rigid-max the best weighted completion.
+	four, err := RunElasticSeeds("cmd", o, ElasticStrategies, 20, 4, 1, 90*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b := four.Best(); b[1][Elastic] != 1 || b[3][RigidMax] != 1 || b[3][Elastic] != 0 {
+		t.Errorf("seed 4 best: %v", b)
+	}
+	var out strings.Builder
+	if err := WriteElasticSeedsMarkdown(&out, r); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"3 seeds of 20 jobs submitted 1m30s apart on 64 slots", "| 4 | 3834 / 57 % / 195 / 1466 |", "| elastic | "} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("markdown lacks %q:\n%s", want, out.String())
+		}
+	}
+	if _, err := RunElasticSeeds("cmd", o, ElasticStrategies, 20, 1, 0, 0); err == nil {
+		t.Error("0 seeds accepted")
 	}
 }
 
