@@ -49,11 +49,15 @@ simulate-workloads: ## replay generated MPI workloads through the real placer on
 	$(GO) run ./bench/simulator -nodes 4,16 -jobs-per-node 25 -seed 1 $(SIMULATE_FLAGS)
 
 .PHONY: experiment-elastic
-EXPERIMENT_ELASTIC := $(GO) run ./bench/simulator -experiment elastic -seed 4 -submission-gap 90s -rescale-gap 60s
-experiment-elastic: ## the elastic scheduler's experiment (docs/experiments.md): table, sweeps, JSON and PNG charts in _output/experiments/elastic
+ELASTIC_RUN := $(GO) run ./bench/simulator -experiment elastic -submission-gap 90s -rescale-gap 60s
+EXPERIMENT_ELASTIC := $(ELASTIC_RUN) -seed 4
+experiment-elastic: ## the elastic scheduler's experiment (docs/experiments.md): table, sweeps, seeds 1-10, JSON and PNG charts in _output/experiments/elastic
 	@mkdir -p _output/experiments/elastic
 	$(EXPERIMENT_ELASTIC) -plot _output/experiments/elastic | tee _output/experiments/elastic/elastic.md
 	$(EXPERIMENT_ELASTIC) -o json > _output/experiments/elastic/elastic.json
+	$(ELASTIC_RUN) -seed 1 -seeds 10 | tee _output/experiments/elastic/elastic-seeds.md
+	$(EXPERIMENT_ELASTIC) -shrink-equal-priority=false > _output/experiments/elastic/elastic-lower-only.md
+	$(ELASTIC_RUN) -seed 1 -seeds 10 -shrink-equal-priority=false > _output/experiments/elastic/elastic-seeds-lower-only.md
 
 .PHONY: experiment-finegrained-1 experiment-finegrained-2
 experiment-finegrained-1: ## the fine-grained scheduling paper's experiment 1 (docs/experiments.md): table and JSON in _output/experiments/finegrained-1
