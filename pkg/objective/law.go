@@ -61,8 +61,9 @@ const (
 	// DefaultWindow is how many samples are smoothed: 3, 30 s at the default period.
 	DefaultWindow = 3
 	// DefaultRecall is how many periods a violation keeps shrinks above the capacity it asked
-	// for: 30, five minutes at the default period.
-	DefaultRecall = 30
+	// for when the objective does not say (scaleDownStabilizationSeconds): 30, five minutes at
+	// the default period.
+	DefaultRecall = v1alpha1.DefaultRecallPeriods
 	// MaxRecallFactor bounds the doubling of the recall after failed shrinks.
 	MaxRecallFactor = 64
 	// MaxGrowthPerPeriod bounds one growth, however large the shortfall (a throughput of 0 is an
@@ -86,7 +87,7 @@ type Policy struct {
 	Bounds Bounds
 	// Window is how many samples since the last change are smoothed, at least 1 (DefaultWindow).
 	Window int
-	// Recall is how many periods a violation is recalled (DefaultRecall).
+	// Recall is how many periods a violation is recalled, at least 1 (DefaultRecall).
 	Recall int
 }
 
@@ -102,8 +103,13 @@ func PolicyFor(spec *v1alpha1.ServiceObjectiveSpec) Policy {
 			Max: Size{Replicas: spec.Replicas.Max, CPUMilli: b.Max.CPU.MilliValue(), MemoryBytes: b.Max.Memory.Value(), IOBytesPerSecond: b.Max.IOBandwidth.Value()},
 		},
 		Window: DefaultWindow,
-		Recall: DefaultRecall,
+		Recall: recallPeriods(spec.ScaleDownStabilizationSeconds, spec.PeriodSeconds),
 	}
+}
+
+// recallPeriods is a scale-down stabilisation in whole periods, rounded up, at least one.
+func recallPeriods(seconds, period int32) int {
+	return max(1, int((seconds+period-1)/period))
 }
 
 // Start is the size of a new service without history: the thesis's one core, 1 GiB and 10 MB/s
@@ -188,7 +194,8 @@ type Input struct {
 func Decide(p Policy, h History, in Input) (Decision, History) {
 	next := h
 	next.ViolatedAge++
-	if next.Recall == 0 {
+	if next.Recall < p.Recall || next.Recall > MaxRecallFactor*p.Recall {
+		// No history yet, or one kept under another scale-down stabilisation.
 		next.Recall = p.Recall
 	}
 	if next.ViolatedAge > next.Recall {

@@ -205,4 +205,69 @@ spec:
 	if got := Start(want.Bounds); got != (Size{2, 1000, 1 * gi, 10_000_000}) {
 		t.Errorf("Start = %v", got)
 	}
+	// The scale-down stabilisation is counted in whole periods, rounded up; its default is
+	// DefaultRecall periods whatever the period.
+	for _, tc := range []struct {
+		fields string
+		recall int
+	}{
+		{"periodSeconds: 10\n  scaleDownStabilizationSeconds: 60", 6},
+		{"periodSeconds: 10\n  scaleDownStabilizationSeconds: 45", 5},
+		{"periodSeconds: 30\n  scaleDownStabilizationSeconds: 1", 1},
+		{"periodSeconds: 2", DefaultRecall},
+	} {
+		obj, err := v1alpha1.DecodeServiceObjective([]byte(`apiVersion: finegrain.dev/v1alpha1
+kind: ServiceObjective
+metadata: {name: web}
+spec:
+  targetRef: {kind: Deployment, name: web}
+  metric: {target: 20m, direction: AtMost, source: {pods: {port: 8080, metric: p99}}}
+  podBounds: {max: {cpu: "2", memory: 1Gi, ioBandwidth: 50M}}
+  replicas: {max: 3}
+  `+tc.fields+"\n"), "web.yaml")
+		if err != nil {
+			t.Fatalf("%s: %v", tc.fields, err)
+		}
+		if got := PolicyFor(&obj.Spec).Recall; got != tc.recall {
+			t.Errorf("%q: recall %d periods, want %d", tc.fields, got, tc.recall)
+		}
+	}
+}
+
+// TestScaleDownStabilization follows a service through a violation and the over-performance
+// after it: no shrink below the capacity the violation asked for while it is recalled, the
+// shrink in the period after, and the same history kept under a shorter stabilisation (an
+// objective edited) recalled for the new one.
+func TestScaleDownStabilization(t *testing.T) {
+	p := web
+	p.Recall = 6
+	// A violation asks for 2 × 1500m = 3000m (pressure 1.5 on 2 × 1000m).
+	d, h := Decide(p, History{}, Input{Current: Size{2, 1000, 1 * gi, 10_000_000}, Measured: 0.030})
+	if d.Action != Grow || h.NeededCapacity != 3000 {
+		t.Fatalf("violation: %+v %+v", d, h)
+	}
+	// Then the load falls: a third of the target, far beyond the margin.
+	cur := d.Size
+	var shrunkAt int
+	for period := 1; period <= 10 && shrunkAt == 0; period++ {
+		d, h = Decide(p, h, Input{Current: cur, Measured: 0.006})
+		switch {
+		case d.Action == Shrink:
+			shrunkAt = period
+		case period >= p.Window && d.Reason != ReasonRecentViolation:
+			t.Errorf("period %d: %s %s, want Hold RecentViolation", period, d.Action, d.Reason)
+		}
+	}
+	if shrunkAt != p.Recall+1 {
+		t.Errorf("first shrink %d periods after the violation, want %d (recall %d)", shrunkAt, p.Recall+1, p.Recall)
+	}
+	// 3000m × 0.3/0.9 = 1000m, at most halved: 1500m.
+	if d.Size.Capacity() != 1500 {
+		t.Errorf("shrink to %v, want 1500m of capacity", d.Size)
+	}
+	// A history whose recall was doubled under a longer stabilisation is recalled for this one.
+	old := History{Samples: []float64{0.006, 0.006}, NeededCapacity: 3000, ViolatedAge: 7, Recall: 64 * DefaultRecall}
+	if d, next := Decide(p, old, Input{Current: cur, Measured: 0.006}); d.Action != Shrink || next.Recall != p.Recall {
+		t.Errorf("history of another stabilisation: %+v, recall %d, want a shrink and recall %d", d, next.Recall, p.Recall)
+	}
 }

@@ -32,7 +32,7 @@ func TestDecodeServiceObjectiveIsDefaulted(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := obj.Spec
-	if s.PeriodSeconds != 10 || s.ShrinkMarginPercent != 20 || s.Replicas.Min != 1 || s.Metric.Source.Pods.Path != "/metrics" {
+	if s.PeriodSeconds != 10 || s.ShrinkMarginPercent != 20 || s.ScaleDownStabilizationSeconds != 300 || s.Replicas.Min != 1 || s.Metric.Source.Pods.Path != "/metrics" {
 		t.Errorf("defaults: %+v", s)
 	}
 	// The thesis's starting size is the default minimum.
@@ -104,6 +104,7 @@ func TestDecodeBadServiceObjectives(t *testing.T) {
 		{"no replicas max", "replicas: {max: 6}", "replicas: {min: 2}", `spec.replicas.max: Invalid value: 0`},
 		{"period", "  replicas: {max: 6}", "  replicas: {max: 6}\n  periodSeconds: 7200", `spec.periodSeconds: Invalid value: 7200: must be between 1 and 3600 seconds`},
 		{"margin", "  replicas: {max: 6}", "  replicas: {max: 6}\n  shrinkMarginPercent: 100", `spec.shrinkMarginPercent: Invalid value: 100: must be between 1 and 99 percent`},
+		{"stabilisation", "  replicas: {max: 6}", "  replicas: {max: 6}\n  scaleDownStabilizationSeconds: -5", `spec.scaleDownStabilizationSeconds: Invalid value: -5: must be between 1 and 108000 seconds (omit it for 30 periods)`},
 		{"bad name", "  name: web-p99", "  name: Web_P99", `metadata.name: Invalid value: "Web_P99"`},
 		{"not yaml", "kind: ServiceObjective", "kind: [ServiceObjective", "not valid YAML or JSON"},
 	}

@@ -9,6 +9,9 @@ func SetServiceObjectiveDefaults(spec *ServiceObjectiveSpec) {
 	if spec.PeriodSeconds == 0 {
 		spec.PeriodSeconds = DefaultObjectivePeriodSeconds
 	}
+	if spec.ScaleDownStabilizationSeconds == 0 && spec.PeriodSeconds > 0 && spec.PeriodSeconds <= MaxObjectivePeriodSeconds {
+		spec.ScaleDownStabilizationSeconds = DefaultRecallPeriods * spec.PeriodSeconds
+	}
 	if spec.ShrinkMarginPercent == 0 {
 		spec.ShrinkMarginPercent = DefaultShrinkMarginPercent
 	}

@@ -41,6 +41,11 @@ type ServiceObjectiveSpec struct {
 	// ShrinkMarginPercent: the service shrinks only while its metric beats the target by more
 	// than this many percent (default 20); between the target and the margin it keeps its size.
 	ShrinkMarginPercent int32 `json:"shrinkMarginPercent,omitempty"`
+	// ScaleDownStabilizationSeconds is how long a violation is recalled: for this many seconds
+	// after it the service does not shrink below the capacity the violation asked for (default
+	// DefaultRecallPeriods periods, 300 s at the default period — the HorizontalPodAutoscaler's
+	// default scale-down stabilisation). It is counted in whole periods, rounded up.
+	ScaleDownStabilizationSeconds int32 `json:"scaleDownStabilizationSeconds,omitempty"`
 }
 
 // TargetKind is the kind of workload an objective resizes.
@@ -143,6 +148,11 @@ const (
 	DefaultStartIOBandwidth       = 10_000_000
 	// MaxObjectivePeriodSeconds bounds periodSeconds (one hour).
 	MaxObjectivePeriodSeconds = 3600
+	// DefaultRecallPeriods is scaleDownStabilizationSeconds' default in periods.
+	DefaultRecallPeriods = 30
+	// MaxScaleDownStabilizationSeconds bounds scaleDownStabilizationSeconds: the default at the
+	// longest period (30 hours).
+	MaxScaleDownStabilizationSeconds = DefaultRecallPeriods * MaxObjectivePeriodSeconds
 	// MaxObjectiveReplicas bounds replicas.max.
 	MaxObjectiveReplicas = 10_000
 	// MaxPodMemoryBytes (1Pi) and MaxPodIOBandwidth (1P bytes/s) bound podBounds.max, so that

@@ -53,6 +53,10 @@ func ValidateServiceObjective(obj *ServiceObjective) field.ErrorList {
 	if m := spec.ShrinkMarginPercent; m < 1 || m > 99 {
 		errs = append(errs, field.Invalid(sp.Child("shrinkMarginPercent"), m, "must be between 1 and 99 percent"))
 	}
+	if s := spec.ScaleDownStabilizationSeconds; s < 1 || s > MaxScaleDownStabilizationSeconds {
+		errs = append(errs, field.Invalid(sp.Child("scaleDownStabilizationSeconds"), s,
+			fmt.Sprintf("must be between 1 and %d seconds (omit it for %d periods)", MaxScaleDownStabilizationSeconds, DefaultRecallPeriods)))
+	}
 	return errs
 }
 
