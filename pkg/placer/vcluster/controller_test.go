@@ -3,6 +3,7 @@ package vcluster
 import (
 	"context"
 	"errors"
+	"path"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/finegrain-dev/finegrain/pkg/apis/finegrain/v1alpha1"
 	"github.com/finegrain-dev/finegrain/pkg/mpi"
 	"github.com/finegrain-dev/finegrain/pkg/slurm"
+	"github.com/finegrain-dev/finegrain/pkg/slurm/clusterconf"
 	"github.com/finegrain-dev/finegrain/pkg/slurm/layout"
 )
 
@@ -249,5 +251,81 @@ func TestDeletedVirtualClusterIsForgotten(t *testing.T) {
 	}
 	if pods, _ := h.kube.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{}); len(pods.Items) != 0 {
 		t.Errorf("%d pods made for a virtual cluster being deleted", len(pods.Items))
+	}
+}
+
+// A shared volume is checked before anything is made (the claim exists, ReadWriteMany), then
+// mounted by every pod at its path, which is also their working directory; it is part of what
+// replaces the pods when it changes.
+func TestVirtualClusterSharedVolume(t *testing.T) {
+	spec := map[string]any{"sharedVolume": map[string]any{"claimName": "home"}}
+	h := newHarness(t, vcObject("alice", spec))
+	ctx := context.Background()
+	h.reconcile("alice")
+	if c := h.ready("alice"); c.Reason != ReasonSharedVolume || c.Message != "spec.sharedVolume: PersistentVolumeClaim hpc/home does not exist: create it with access mode ReadWriteMany, or remove spec.sharedVolume" {
+		t.Errorf("without the claim: Ready = %+v", c)
+	}
+	if pods, _ := h.c.pods.Pods(ns).List(everything); len(pods) != 0 {
+		t.Errorf("%d pods made without their shared volume", len(pods))
+	}
+	pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "home", Namespace: ns},
+		Spec: corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}}}
+	if _, err := h.kube.CoreV1().PersistentVolumeClaims(ns).Create(ctx, pvc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	h.reconcile("alice")
+	if c := h.ready("alice"); c.Reason != ReasonSharedVolume || !strings.Contains(c.Message, "PersistentVolumeClaim hpc/home has access modes [ReadWriteOnce]: the pods on every spanned node mount it at once, which takes ReadWriteMany") {
+		t.Errorf("with a ReadWriteOnce claim: Ready = %+v", c)
+	}
+	pvc.Spec.AccessModes = []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany}
+	if _, err := h.kube.CoreV1().PersistentVolumeClaims(ns).Update(ctx, pvc, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	h.reconcile("alice")
+	if c := h.ready("alice"); c.Reason != ReasonControllerNotReady {
+		t.Errorf("with a ReadWriteMany claim: Ready = %+v, want %s", c, ReasonControllerNotReady)
+	}
+	pods, _ := h.c.pods.Pods(ns).List(everything)
+	if len(pods) != 3 {
+		t.Fatalf("%d pods, want slurmctld and two node pods", len(pods))
+	}
+	for _, p := range pods {
+		ctr := p.Spec.Containers[0]
+		var mounted, claimed bool
+		for _, m := range ctr.VolumeMounts {
+			mounted = mounted || (m.Name == sharedVolumeName && m.MountPath == v1alpha1.DefaultSharedMountPath && !m.ReadOnly)
+		}
+		for _, v := range p.Spec.Volumes {
+			claimed = claimed || (v.Name == sharedVolumeName && v.PersistentVolumeClaim != nil && v.PersistentVolumeClaim.ClaimName == "home")
+		}
+		if !mounted || !claimed || ctr.WorkingDir != v1alpha1.DefaultSharedMountPath {
+			t.Errorf("pod %s: mounts %+v, volumes %+v, working directory %q; want claim home read-write at /home, the working directory", p.Name, ctr.VolumeMounts, p.Spec.Volumes, ctr.WorkingDir)
+		}
+	}
+	files := clusterconf.Files{layout.SlurmConfKey: "x"}
+	home, scratch := &v1alpha1.SharedVolume{ClaimName: "home", MountPath: "/home"}, &v1alpha1.SharedVolume{ClaimName: "home", MountPath: "/scratch"}
+	if configHash(files, nil) == configHash(files, home) || configHash(files, home) == configHash(files, scratch) {
+		t.Error("the pods' hash does not change with the shared volume")
+	}
+}
+
+// Every path the pods mount something at is refused as a shared volume's mount path: the
+// validation's lists of system directories and of the pods' own mounts cover them.
+func TestSharedVolumeCannotCoverThePodsMounts(t *testing.T) {
+	vc := &v1alpha1.VirtualCluster{ObjectMeta: metav1.ObjectMeta{Name: "alice", Namespace: ns}}
+	v1alpha1.SetVirtualClusterDefaults(&vc.Spec)
+	for _, p := range desiredPods(vc, "hash", blockAt(21000), []*corev1.Node{testNode("node-a", "10.0.0.1", 4)}, "node-a") {
+		for _, m := range p.Spec.Containers[0].VolumeMounts {
+			for _, at := range []string{m.MountPath, path.Dir(m.MountPath), m.MountPath + "/sub"} {
+				if at == "/" {
+					continue
+				}
+				bad := *vc
+				bad.Spec.SharedVolume = &v1alpha1.SharedVolume{ClaimName: "home", MountPath: at}
+				if errs := v1alpha1.ValidateVirtualCluster(&bad); len(errs) == 0 {
+					t.Errorf("pod %s mounts %s at %s, yet a shared volume may be mounted at %s", p.Name, m.Name, m.MountPath, at)
+				}
+			}
+		}
 	}
 }

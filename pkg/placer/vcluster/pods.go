@@ -27,7 +27,9 @@ const AnnotationConfigHash = "finegrain.dev/slurm-config-hash"
 
 // Where the pods mount what the virtual cluster gives them.
 const (
-	sshDir = "/root/.ssh"
+	sshDir = layout.SSHDir
+	// sharedVolumeName is the pods' volume of spec.sharedVolume.
+	sharedVolumeName = "shared"
 	// Requests of each pod: the daemons idle most of the time; jobs run in the shared pool
 	// beside them.
 	podCPURequest    = "50m"
@@ -90,7 +92,7 @@ func podFor(vc *v1alpha1.VirtualCluster, hash, role, name, node string, ports v1
 		}
 	}
 	owner, mode, script := int32(0o400), int32(0o444), int32(0o555)
-	return &corev1.Pod{
+	pod := &corev1.Pod{
 		ObjectMeta: m,
 		Spec: corev1.PodSpec{
 			NodeName:                      node,
@@ -129,6 +131,16 @@ func podFor(vc *v1alpha1.VirtualCluster, hash, role, name, node string, ports v1
 			},
 		},
 	}
+	// The shared file system, also the working directory: a shell of the pod, and so the jobs
+	// it submits, start there (docs/slurm.md, "Shared file system").
+	if sv := vc.Spec.SharedVolume; sv != nil {
+		pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{Name: sharedVolumeName, VolumeSource: corev1.VolumeSource{
+			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: sv.ClaimName}}})
+		ctr := &pod.Spec.Containers[0]
+		ctr.VolumeMounts = append(ctr.VolumeMounts, corev1.VolumeMount{Name: sharedVolumeName, MountPath: sv.MountPath})
+		ctr.WorkingDir = sv.MountPath
+	}
+	return pod
 }
 
 // ensurePods creates the pods the virtual cluster lacks and deletes its pods that are no longer

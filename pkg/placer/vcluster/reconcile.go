@@ -30,6 +30,7 @@ var everything = labels.Everything()
 const (
 	ReasonReady                = "Ready"
 	ReasonInvalidSpec          = "InvalidSpec"
+	ReasonSharedVolume         = "SharedVolumeUnusable"
 	ReasonNoNodes              = "NoNodes"
 	ReasonNoPorts              = "NoPorts"
 	ReasonConfigError          = "ConfigError"
@@ -77,6 +78,15 @@ func (c *Controller) reconcile(ctx context.Context, key string) error {
 	if errs := v1alpha1.ValidateVirtualCluster(vc); len(errs) > 0 {
 		return c.finish(ctx, vc, status, metav1.ConditionFalse, ReasonInvalidSpec, errs.ToAggregate().Error())
 	}
+	if vc.Spec.SharedVolume != nil {
+		msg, err := c.sharedVolumeProblem(ctx, vc)
+		if err != nil {
+			return err
+		}
+		if msg != "" {
+			return c.finish(ctx, vc, status, metav1.ConditionFalse, ReasonSharedVolume, msg)
+		}
+	}
 	// 2. Nodes and ports.
 	nodes, err := c.spannedNodes(vc)
 	if err != nil {
@@ -101,7 +111,7 @@ func (c *Controller) reconcile(ctx context.Context, key string) error {
 	if err != nil {
 		return c.finish(ctx, vc, status, metav1.ConditionFalse, ReasonConfigError, err.Error())
 	}
-	status.ConfigHash = configHash(files)
+	status.ConfigHash = configHash(files, vc.Spec.SharedVolume)
 	// 4. and 5. The objects.
 	if err := c.ensureObjects(ctx, vc, files, status.ConfigHash, ports, nodes, status.ControllerNode); err != nil {
 		if errors.Is(err, errNotOwned) {
@@ -215,11 +225,34 @@ func layoutOf(u *unstructured.Unstructured) (sockets, coresPerSocket, threadsPer
 	return sockets, coresPerSocket, threadsPerCore, sockets > 0 && coresPerSocket > 0 && threadsPerCore > 0
 }
 
-// configHash identifies the generated files; a pod started with other files is replaced.
-func configHash(files clusterconf.Files) string {
+// configHash identifies what a pod cannot take up while it runs: the generated files its daemons
+// read when they start, and its shared volume. A pod made from another is replaced. Without a
+// shared volume the hash is that of the files alone.
+func configHash(files clusterconf.Files, sv *v1alpha1.SharedVolume) string {
 	h := sha256.New()
 	for _, k := range []string{layout.SlurmConfKey, layout.CgroupConfKey, layout.SSHConfigKey} {
 		fmt.Fprintf(h, "%s\x00%s\x00", k, files[k])
 	}
+	if sv != nil {
+		fmt.Fprintf(h, "sharedVolume\x00%s\x00%s\x00", sv.ClaimName, sv.MountPath)
+	}
 	return hex.EncodeToString(h.Sum(nil))[:16]
+}
+
+// sharedVolumeProblem says what keeps the virtual cluster's pods from mounting its shared volume,
+// "" when nothing does: the claim missing from the namespace, or without the access mode
+// ReadWriteMany that mounting it on every spanned node at once takes.
+func (c *Controller) sharedVolumeProblem(ctx context.Context, vc *v1alpha1.VirtualCluster) (string, error) {
+	sv := vc.Spec.SharedVolume
+	pvc, err := c.kube.CoreV1().PersistentVolumeClaims(vc.Namespace).Get(ctx, sv.ClaimName, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return fmt.Sprintf("spec.sharedVolume: PersistentVolumeClaim %s/%s does not exist: create it with access mode ReadWriteMany, or remove spec.sharedVolume", vc.Namespace, sv.ClaimName), nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("read the shared volume's PersistentVolumeClaim %s/%s: %w", vc.Namespace, sv.ClaimName, err)
+	}
+	if !slices.Contains(pvc.Spec.AccessModes, corev1.ReadWriteMany) {
+		return fmt.Sprintf("spec.sharedVolume: PersistentVolumeClaim %s/%s has access modes %v: the pods on every spanned node mount it at once, which takes ReadWriteMany", vc.Namespace, sv.ClaimName, pvc.Spec.AccessModes), nil
+	}
+	return "", nil
 }

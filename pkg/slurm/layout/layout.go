@@ -29,6 +29,10 @@ const (
 	SlurmdPIDFile = "/run/slurmd.pid"
 )
 
+// SSHDir is root's ssh directory in the pods: the virtual cluster's identity, authorized key and
+// client configuration (SSHConfigKey) are mounted there.
+const SSHDir = "/root/.ssh"
+
 // The munge key: the Secret's key, and the directory the Secret is mounted at. The entrypoint
 // copies the key to MungeKeyFile, owned by the munge user with mode 0400 as munged demands.
 const (

@@ -23,6 +23,7 @@ spec:
     - name: long
       nodes: [node-a, node-b]
       maxCPUsPerNode: 8
+  sharedVolume: {claimName: alice-home, mountPath: /shared/alice}
 `
 
 func TestDecodeVirtualCluster(t *testing.T) {
@@ -37,6 +38,19 @@ func TestDecodeVirtualCluster(t *testing.T) {
 	if len(p) != 2 || p[0].MaxTime.Duration != time.Hour || p[0].DefaultTime.Duration != 10*time.Minute || p[0].MaxNodes != 2 ||
 		!p[0].Default || p[1].Default || strings.Join(p[1].Nodes, ",") != "node-a,node-b" || p[1].MaxCPUsPerNode != 8 {
 		t.Errorf("partitions = %+v", p)
+	}
+	if sv := vc.Spec.SharedVolume; sv == nil || *sv != (SharedVolume{ClaimName: "alice-home", MountPath: "/shared/alice"}) {
+		t.Errorf("sharedVolume = %+v", sv)
+	}
+}
+
+func TestSharedVolumeDefaultMountPath(t *testing.T) {
+	vc, err := DecodeVirtualCluster([]byte(strings.Replace(goodVirtualCluster, ", mountPath: /shared/alice", "", 1)), "vc.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sv := vc.Spec.SharedVolume; sv == nil || sv.MountPath != DefaultSharedMountPath {
+		t.Errorf("sharedVolume = %+v, want mountPath %s", sv, DefaultSharedMountPath)
 	}
 }
 
@@ -74,6 +88,17 @@ func TestVirtualClusterValidationNamesEachField(t *testing.T) {
 		{"default time over max", "defaultTime: 10m", "defaultTime: 2h", "spec.partitions[0].defaultTime: Invalid value: \"2h0m0s\": must not exceed maxTime (1h0m0s)"},
 		{"max nodes", "maxNodes: 2", "maxNodes: -1", "spec.partitions[0].maxNodes: Invalid value: -1"},
 		{"max cpus", "maxCPUsPerNode: 8", "maxCPUsPerNode: -8", "spec.partitions[1].maxCPUsPerNode: Invalid value: -8"},
+		{"no claim", "claimName: alice-home", "claimName: ''", "spec.sharedVolume.claimName: Required value: name a ReadWriteMany PersistentVolumeClaim"},
+		{"claim name", "claimName: alice-home", "claimName: Alice_Home", `spec.sharedVolume.claimName: Invalid value: "Alice_Home"`},
+		{"relative mount path", "/shared/alice", "shared", `spec.sharedVolume.mountPath: Invalid value: "shared": must be an absolute path`},
+		{"unclean mount path", "/shared/alice", "/shared/../etc", "must be an absolute path of letters, digits, '.', '_' and '-' without '.' or '..' elements"},
+		{"trailing slash", "/shared/alice", "/shared/", "must be an absolute path"},
+		{"root", "/shared/alice", "/", `spec.sharedVolume.mountPath: Invalid value: "/": must be an absolute path`},
+		{"colon", "/shared/alice", "'/a:b'", `Invalid value: "/a:b": must be an absolute path`},
+		{"system directory", "/shared/alice", "/usr", `spec.sharedVolume.mountPath: Invalid value: "/usr": is a system directory of the image`},
+		{"below a system directory", "/shared/alice", "/etc/slurm", `Invalid value: "/etc/slurm": is a system directory`},
+		{"holds the ssh directory", "/shared/alice", "/root", `spec.sharedVolume.mountPath: Invalid value: "/root": holds or is inside one of the pods' own mounts (/root/.ssh, /var/spool/slurm)`},
+		{"inside the spool", "/shared/alice", "/var/spool/slurm/d", `Invalid value: "/var/spool/slurm/d": holds or is inside`},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := DecodeVirtualCluster([]byte(strings.Replace(goodVirtualCluster, tt.from, tt.to, 1)), "vc.yaml")
@@ -120,8 +145,12 @@ func FuzzDecodeVirtualCluster(f *testing.F) {
 		if err == nil || errors.As(err, &inv) {
 			// Defaulting is idempotent on everything decoded.
 			again := vc.Spec
+			if sv := vc.Spec.SharedVolume; sv != nil {
+				again.SharedVolume = &SharedVolume{ClaimName: sv.ClaimName, MountPath: sv.MountPath}
+			}
 			SetVirtualClusterDefaults(&again)
-			if len(again.Partitions) != len(vc.Spec.Partitions) || again.Image != vc.Spec.Image {
+			if len(again.Partitions) != len(vc.Spec.Partitions) || again.Image != vc.Spec.Image ||
+				(vc.Spec.SharedVolume != nil && again.SharedVolume.MountPath != vc.Spec.SharedVolume.MountPath) {
 				t.Errorf("defaulting twice changed %+v", vc.Spec)
 			}
 		}

@@ -9,4 +9,7 @@ func SetVirtualClusterDefaults(spec *VirtualClusterSpec) {
 	if len(spec.Partitions) == 0 {
 		spec.Partitions = []SlurmPartition{{Name: DefaultPartitionName, Default: true}}
 	}
+	if spec.SharedVolume != nil && spec.SharedVolume.MountPath == "" {
+		spec.SharedVolume.MountPath = DefaultSharedMountPath
+	}
 }

@@ -46,6 +46,23 @@ type VirtualClusterSpec struct {
 	// Partitions are the Slurm partitions. Omitted, one partition DefaultPartitionName over
 	// every node is the default.
 	Partitions []SlurmPartition `json:"partitions,omitempty"`
+	// SharedVolume, when set, is a file system every pod of the virtual cluster mounts at the
+	// same path, which is also the pods' working directory: a batch job's output
+	// (slurm-<id>.out, in the directory it was submitted from) written on its node is read where
+	// it was submitted (docs/slurm.md, "Shared file system"). Omitted, each pod has only its own
+	// files.
+	SharedVolume *SharedVolume `json:"sharedVolume,omitempty"`
+}
+
+// SharedVolume is a PersistentVolumeClaim that every pod of a virtual cluster mounts read-write.
+type SharedVolume struct {
+	// ClaimName is the PersistentVolumeClaim, in the virtual cluster's namespace. Its volume is
+	// mounted on every spanned node at once: the claim must have the access mode ReadWriteMany.
+	ClaimName string `json:"claimName"`
+	// MountPath is where every pod mounts it (default DefaultSharedMountPath): an absolute path
+	// of letters, digits, '.', '_' and '-', neither a system directory of the image nor holding
+	// or inside one of the pods' own mounts.
+	MountPath string `json:"mountPath,omitempty"`
 }
 
 // SlurmPartition is one Slurm partition and the limits Slurm enforces in it.
@@ -77,6 +94,9 @@ const (
 	DefaultSlurmImage = "localhost/finegrain-mpi:dev"
 	// DefaultPartitionName is the partition of a virtual cluster that declares none.
 	DefaultPartitionName = "batch"
+	// DefaultSharedMountPath is where a shared volume is mounted when spec.sharedVolume gives no
+	// mountPath.
+	DefaultSharedMountPath = "/home"
 	// MaxPartitions bounds spec.partitions.
 	MaxPartitions = 64
 	// MaxVirtualClusterNameLength keeps the names of the objects made from a virtual cluster's
@@ -100,7 +120,8 @@ type VirtualClusterStatus struct {
 	Ports *VirtualClusterPorts `json:"ports,omitempty"`
 	// ControllerNode is the node of the slurmctld pod.
 	ControllerNode string `json:"controllerNode,omitempty"`
-	// ConfigHash identifies the slurm.conf the pods run with.
+	// ConfigHash identifies the configuration the pods run with: the generated slurm.conf,
+	// cgroup.conf and ssh configuration, and the shared volume.
 	ConfigHash string `json:"configHash,omitempty"`
 	// Nodes are the spanned nodes with their node pods and Slurm states, by name.
 	Nodes []VirtualClusterNode `json:"nodes,omitempty"`

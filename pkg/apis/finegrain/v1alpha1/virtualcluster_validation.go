@@ -2,11 +2,16 @@ package v1alpha1
 
 import (
 	"fmt"
+	"path"
 	"regexp"
+	"slices"
+	"strings"
 
 	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/finegrain-dev/finegrain/pkg/slurm/layout"
 )
 
 // slurmPartitionName is what the generated slurm.conf can carry as a PartitionName: no spaces,
@@ -34,7 +39,49 @@ func ValidateVirtualCluster(vc *VirtualCluster) field.ErrorList {
 	}
 	errs = append(errs, metav1validation.ValidateLabels(vc.Spec.NodeSelector, sp.Child("nodeSelector"))...)
 	errs = append(errs, validatePartitions(vc.Spec.Partitions, sp.Child("partitions"))...)
+	if sv := vc.Spec.SharedVolume; sv != nil {
+		errs = append(errs, validateSharedVolume(sv, sp.Child("sharedVolume"))...)
+	}
 	return errs
+}
+
+// mountPath is what a shared volume's mountPath may be: absolute, of plain names.
+var mountPath = regexp.MustCompile(`^(/[A-Za-z0-9._-]+)+$`)
+
+// systemDirs are the image's directories a shared volume may not cover: the programs, libraries
+// and configuration the daemons run from (the Slurm and munge configuration mounts are under
+// /etc and /run), and the kernel's file systems.
+var systemDirs = []string{"/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/libx32", "/proc", "/run", "/sbin", "/sys", "/usr"}
+
+// podMounts are the virtual cluster's own mounts outside systemDirs: a shared volume may neither
+// hold nor be inside one.
+var podMounts = []string{layout.SSHDir, layout.SpoolDir}
+
+func validateSharedVolume(sv *SharedVolume, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	cp := p.Child("claimName")
+	if sv.ClaimName == "" {
+		errs = append(errs, field.Required(cp, "name a ReadWriteMany PersistentVolumeClaim of the virtual cluster's namespace"))
+	} else {
+		for _, msg := range validation.IsDNS1123Subdomain(sv.ClaimName) {
+			errs = append(errs, field.Invalid(cp, sv.ClaimName, msg))
+		}
+	}
+	mp, m := p.Child("mountPath"), sv.MountPath
+	switch {
+	case !mountPath.MatchString(m) || path.Clean(m) != m:
+		errs = append(errs, field.Invalid(mp, m, "must be an absolute path of letters, digits, '.', '_' and '-' without '.' or '..' elements, such as "+DefaultSharedMountPath))
+	case slices.ContainsFunc(systemDirs, func(d string) bool { return within(m, d) }):
+		errs = append(errs, field.Invalid(mp, m, "is a system directory of the image ("+strings.Join(systemDirs, ", ")+" and below): choose another, such as "+DefaultSharedMountPath))
+	case slices.ContainsFunc(podMounts, func(d string) bool { return within(m, d) || within(d, m) }):
+		errs = append(errs, field.Invalid(mp, m, "holds or is inside one of the pods' own mounts ("+strings.Join(podMounts, ", ")+"): choose another, such as "+DefaultSharedMountPath))
+	}
+	return errs
+}
+
+// within reports whether the clean absolute path p is dir or below it.
+func within(p, dir string) bool {
+	return p == dir || strings.HasPrefix(p, dir+"/")
 }
 
 func validatePartitions(parts []SlurmPartition, pp *field.Path) field.ErrorList {
