@@ -231,7 +231,8 @@ func (b *bench) deployment() *appsv1.Deployment {
 }
 
 // hpa scales the Deployment between 1 and -max-replicas pods on their average CPU utilisation,
-// with the controller's default behaviour.
+// with the controller's default behaviour but for the scale-down stabilisation, which is
+// -scale-down-stabilization, as the ServiceObjective's.
 func (b *bench) hpa() *autoscalingv2.HorizontalPodAutoscaler {
 	return &autoscalingv2.HorizontalPodAutoscaler{
 		ObjectMeta: metav1.ObjectMeta{Name: serviceName},
@@ -246,12 +247,15 @@ func (b *bench) hpa() *autoscalingv2.HorizontalPodAutoscaler {
 					Target: autoscalingv2.MetricTarget{Type: autoscalingv2.UtilizationMetricType, AverageUtilization: ptr.To(b.o.hpaTarget)},
 				},
 			}},
+			Behavior: &autoscalingv2.HorizontalPodAutoscalerBehavior{
+				ScaleDown: &autoscalingv2.HPAScalingRules{StabilizationWindowSeconds: ptr.To(int32(b.o.stabilize / time.Second))},
+			},
 		},
 	}
 }
 
 // createObjective holds the Deployment to p99 ≤ -target, read from its pods' own gauge, with
-// 250m to -max-pod-cpu per pod and 1 to -max-replicas replicas.
+// 250m to -max-pod-cpu per pod, 1 to -max-replicas replicas and -scale-down-stabilization.
 func (b *bench) createObjective(ctx context.Context, ns string) error {
 	res := b.dyn.Resource(v1alpha1.ServiceObjectiveGroupVersionResource)
 	if _, err := res.List(ctx, metav1.ListOptions{Limit: 1}); err != nil {
@@ -272,8 +276,9 @@ func (b *bench) createObjective(ctx context.Context, ns string) error {
 				Min: v1alpha1.PodSize{CPU: resource.MustParse("250m"), Memory: mem, IOBandwidth: resource.MustParse("1M")},
 				Max: v1alpha1.PodSize{CPU: b.o.maxPodCPU, Memory: mem, IOBandwidth: resource.MustParse("100M")},
 			},
-			Replicas:      v1alpha1.ReplicaBounds{Min: 1, Max: b.o.maxReplicas},
-			PeriodSeconds: b.o.period,
+			Replicas:                      v1alpha1.ReplicaBounds{Min: 1, Max: b.o.maxReplicas},
+			PeriodSeconds:                 b.o.period,
+			ScaleDownStabilizationSeconds: int32(b.o.stabilize / time.Second),
 		},
 	}
 	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)

@@ -36,8 +36,10 @@ const (
 	armFinegrain = "finegrain"
 )
 
-// defaultTrace rises, holds a plateau (during which the HPC job arrives) and drops: 3 minutes.
-const defaultTrace = "20s@40,20s@80,20s@120,80s@160,20s@80,20s@40"
+// defaultTrace rises, holds a plateau (during which the HPC job arrives), drops and stays low
+// for two minutes, so that both autoscalers' scale-down — a minute of stabilisation after the
+// plateau's last violation or high recommendation — falls within it: 4 minutes 40 seconds.
+const defaultTrace = "20s@40,20s@80,20s@120,80s@160,20s@80,120s@40"
 
 type options struct {
 	kubeconfig  string
@@ -54,6 +56,7 @@ type options struct {
 	maxReplicas int32
 	hpaTarget   int32
 	period      int32
+	stabilize   time.Duration
 	readyWait   time.Duration
 }
 
@@ -75,6 +78,7 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	maxReplicas := fs.Int("max-replicas", 3, "the most replicas hpa and finegrain may run")
 	hpaTarget := fs.Int("hpa-utilization", 60, "the HPA's target average CPU utilisation, percent of the request")
 	period := fs.Int("period", 10, "the ServiceObjective's periodSeconds")
+	fs.DurationVar(&o.stabilize, "scale-down-stabilization", time.Minute, "both autoscalers' scale-down stabilisation: the HPA's behavior.scaleDown.stabilizationWindowSeconds and the ServiceObjective's scaleDownStabilizationSeconds (whole seconds, 1s to 1h)")
 	fs.DurationVar(&o.readyWait, "ready-timeout", 2*time.Minute, "how long an arm's set-up may take")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -119,6 +123,8 @@ func parse(args []string, stderr io.Writer) (options, error) {
 		return o, fmt.Errorf("-hpa-utilization %d: want 1 to 100", *hpaTarget)
 	case *period < 1 || *period > 3600:
 		return o, fmt.Errorf("-period %d: want 1 to 3600 seconds", *period)
+	case o.stabilize < time.Second || o.stabilize > time.Hour || o.stabilize%time.Second != 0:
+		return o, fmt.Errorf("-scale-down-stabilization %s: want whole seconds from 1s to 1h (the HPA's limit)", o.stabilize)
 	}
 	o.maxReplicas, o.hpaTarget, o.period = int32(*maxReplicas), int32(*hpaTarget), int32(*period)
 	return o, nil
@@ -149,6 +155,7 @@ func run(ctx context.Context, o options, stderr io.Writer) error {
 	res := &Result{Setup: Setup{
 		Trace: o.trace, TargetSeconds: o.target.Seconds(), HPCJobAtSeconds: o.hpcAt.Seconds(),
 		Work: o.work, PodCPU: o.podCPU.String(), MaxPodCPU: o.maxPodCPU.String(), MaxReplicas: o.maxReplicas, Nodes: b.nodes,
+		HPAUtilization: o.hpaTarget, PeriodSeconds: o.period, ScaleDownStabilizationSeconds: int32(o.stabilize / time.Second),
 	}}
 	var failed []string
 	for _, name := range o.arms {
@@ -160,8 +167,8 @@ func run(ctx context.Context, o options, stderr io.Writer) error {
 			failed = append(failed, name+": "+err.Error())
 			fmt.Fprintf(stderr, "dcobjective: arm %s failed: %v\n", name, err)
 		} else {
-			fmt.Fprintf(stderr, "dcobjective: arm %s: %d violation seconds, %.1f CPU-seconds, %d resizes (p99 %.1f ms, %d requests, %d errors)\n",
-				name, m.ViolationSeconds, m.CPUSeconds, m.Resizes, m.P99Seconds*1e3, m.Requests, m.Errors)
+			fmt.Fprintf(stderr, "dcobjective: arm %s: %d violation seconds, %.1f CPU-seconds (%.1f granted), %d resizes (p99 %.1f ms, %d requests, %d errors)\n",
+				name, m.ViolationSeconds, m.CPUSeconds, m.CPUSecondsGranted, m.Resizes, m.P99Seconds*1e3, m.Requests, m.Errors)
 		}
 		if err := res.set(name, a); err != nil {
 			return err

@@ -24,7 +24,12 @@ type Setup struct {
 	PodCPU          string        `json:"podCPU"`
 	MaxPodCPU       string        `json:"finegrainMaxPodCPU"`
 	MaxReplicas     int32         `json:"maxReplicas"`
-	Nodes           []string      `json:"nodes"`
+	// HPAUtilization is the HPA's target CPU utilisation (percent of the request), PeriodSeconds
+	// the ServiceObjective's period, ScaleDownStabilizationSeconds both autoscalers'.
+	HPAUtilization                int32    `json:"hpaUtilizationPercent"`
+	PeriodSeconds                 int32    `json:"objectivePeriodSeconds"`
+	ScaleDownStabilizationSeconds int32    `json:"scaleDownStabilizationSeconds"`
+	Nodes                         []string `json:"nodes"`
 }
 
 // Arm is one arm's outcome: its measurements, or the error that stopped it (then nothing else).

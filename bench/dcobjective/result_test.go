@@ -101,7 +101,7 @@ func TestParse(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o.cgroupRoots["node-2"] != "finegrain-nodes/node-2" || !slices.Equal(o.arms, []string{"hpa", "none"}) || o.trace.Duration() != 180*time.Second {
+	if o.cgroupRoots["node-2"] != "finegrain-nodes/node-2" || !slices.Equal(o.arms, []string{"hpa", "none"}) || o.trace.Duration() != 280*time.Second || o.stabilize != time.Minute {
 		t.Errorf("parsed %+v", o)
 	}
 	for _, bad := range [][]string{
@@ -115,6 +115,9 @@ func TestParse(t *testing.T) {
 		{"-cgroup-roots", "n=/", "-max-pod-cpu", "100m"},
 		{"-cgroup-roots", "n=/", "-trace", "10s"},
 		{"-cgroup-roots", "n=/", "-max-replicas", "0"},
+		{"-cgroup-roots", "n=/", "-scale-down-stabilization", "0s"},
+		{"-cgroup-roots", "n=/", "-scale-down-stabilization", "1500ms"}, // not whole seconds
+		{"-cgroup-roots", "n=/", "-scale-down-stabilization", "2h"},     // past the HPA's limit
 	} {
 		if _, err := parse(bad, io.Discard); err == nil {
 			t.Errorf("parse(%q) accepted", bad)

@@ -21,6 +21,10 @@ type Measured struct {
 	ViolationSeconds int `json:"violationSeconds"`
 	// CPUSeconds is the CPU time the service's pods used during the load, from their cgroups.
 	CPUSeconds float64 `json:"cpuSeconds"`
+	// CPUSecondsGranted is the CPU the service's running pods were granted (their limits as the
+	// kubelet applies them) integrated over the samples: what the autoscaler reserved, used or
+	// not.
+	CPUSecondsGranted float64 `json:"cpuSecondsGranted"`
 	// Resizes counts the changes of the service's size: replicas or CPU per pod.
 	Resizes int `json:"resizes"`
 
@@ -93,6 +97,16 @@ func cpuSeconds(points []Point) float64 {
 	return total
 }
 
+// grantedSeconds integrates the points' Granted over time, each sample's value holding until the
+// next.
+func grantedSeconds(points []Point) float64 {
+	total := 0.0
+	for i := 1; i < len(points); i++ {
+		total += points[i-1].Granted * (points[i].T - points[i-1].T)
+	}
+	return total
+}
+
 // fillCPUUsed sets each point's CPUUsed from the pods' cumulative usage: the growth since the
 // previous point of every pod present in both (a new pod counts from zero), over the time between.
 func fillCPUUsed(points []Point) {
@@ -128,14 +142,15 @@ func Measure(rep *loadgen.Report, points []Point, target float64) *Measured {
 	fillCPUUsed(points)
 	d := decisions(points)
 	return &Measured{
-		ViolationSeconds: violationSeconds(rep.Seconds, target),
-		CPUSeconds:       cpuSeconds(points),
-		Resizes:          len(d),
-		Requests:         rep.Summary.Requests,
-		Errors:           rep.Summary.Errors,
-		P99Seconds:       rep.Summary.P99Seconds,
-		Load:             rep.Seconds,
-		Size:             points,
-		Decisions:        d,
+		ViolationSeconds:  violationSeconds(rep.Seconds, target),
+		CPUSeconds:        cpuSeconds(points),
+		CPUSecondsGranted: grantedSeconds(points),
+		Resizes:           len(d),
+		Requests:          rep.Summary.Requests,
+		Errors:            rep.Summary.Errors,
+		P99Seconds:        rep.Summary.P99Seconds,
+		Load:              rep.Seconds,
+		Size:              points,
+		Decisions:         d,
 	}
 }

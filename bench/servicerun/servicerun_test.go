@@ -57,6 +57,17 @@ func TestCPUSecondsAndRate(t *testing.T) {
 	}
 }
 
+func TestGrantedSeconds(t *testing.T) {
+	points := []Point{{T: 0, Granted: 0.5}, {T: 2, Granted: 1.5}, {T: 3, Granted: 0.25}, {T: 7, Granted: 9}}
+	// 0.5 × 2 + 1.5 × 1 + 0.25 × 4; the last sample's grant has no time after it.
+	if got, want := grantedSeconds(points), 3.5; math.Abs(got-want) > 1e-9 {
+		t.Errorf("grantedSeconds = %v, want %v", got, want)
+	}
+	if got := grantedSeconds(points[:1]); got != 0 {
+		t.Errorf("grantedSeconds of one sample = %v, want 0", got)
+	}
+}
+
 func TestDecisions(t *testing.T) {
 	points := []Point{pt(0, 1, 0.5, nil), pt(1, 1, 0.5, nil), pt(2, 2, 0.5, nil), pt(3, 2, 1, nil), pt(4, 2, 1, nil), pt(5, 1, 0.25, nil)}
 	var at []float64
