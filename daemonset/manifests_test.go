@@ -125,15 +125,17 @@ func TestAgentRBAC(t *testing.T) {
 // watch of Secrets, no write to nodes, free-core maps, roles or anything it does not make.
 func TestPlacerRBAC(t *testing.T) {
 	allowed := map[string][]string{
-		"finegrain.dev/hpcjobs":                       {"get", "list", "watch", "delete"},
-		"finegrain.dev/hpcjobs/status":                {"patch"},
-		"finegrain.dev/hpcjobs/finalizers":            {"update"},
-		"/nodes":                                      {"list", "watch"},
-		"scheduling.x-k8s.io/podgroups":               {"list", "watch", "create", "delete"},
+		"finegrain.dev/hpcjobs":            {"get", "list", "watch", "delete"},
+		"finegrain.dev/hpcjobs/status":     {"patch"},
+		"finegrain.dev/hpcjobs/finalizers": {"update"},
+		"/nodes":                           {"list", "watch"},
+		// get: the Slurm delegation bridge (issue 19) reads back by name a placeholder pod or
+		// PodGroup whose name is taken, and a job's PodGroup before deleting it (rbac.yaml).
+		"scheduling.x-k8s.io/podgroups":               {"get", "list", "watch", "create", "delete"},
 		"scheduling.x-k8s.io/podgroups/status":        {"patch"},
 		"scheduling.k8s.io/priorityclasses":           {"list", "watch"},
 		"topology.node.k8s.io/noderesourcetopologies": {"list", "watch"},
-		"/pods":         {"list", "watch", "create", "patch", "delete"},
+		"/pods":         {"get", "list", "watch", "create", "patch", "delete"},
 		"/pods/binding": {"create"},
 		// Exec rescale hooks (issue 18), documented in rbac.yaml; over WebSocket an exec is a get.
 		"/pods/exec":                 {"create", "get"},

@@ -106,8 +106,13 @@ func (c *Client) Hold(ctx context.Context, id JobID) error {
 }
 
 // RequeueHold stops a running job and puts it back in the queue held: its processes end and it
-// waits for the bridge to place it again.
+// waits for the bridge to place it again. A virtual cluster's jobs are not requeueable
+// (JobRequeue=0, so that Slurm never requeues one on its own), and Slurm refuses to requeue such
+// a job ("Requested operation is presently disabled"): the job is made requeueable first.
 func (c *Client) RequeueHold(ctx context.Context, id JobID) error {
+	if _, err := c.Runner.Run(ctx, []string{"scontrol", "update", "JobId=" + id.String(), "Requeue=1"}); err != nil {
+		return err
+	}
 	_, err := c.Runner.Run(ctx, []string{"scontrol", "requeuehold", id.String()})
 	return err
 }

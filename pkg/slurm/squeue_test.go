@@ -150,6 +150,7 @@ func TestClientCommands(t *testing.T) {
 		{"scontrol", "release", "7"},
 		{"scontrol", "update", "JobId=7", "Comment=finegrain: waiting for 2 CPUs"},
 		{"scontrol", "hold", "7"},
+		{"scontrol", "update", "JobId=7", "Requeue=1"},
 		{"scontrol", "requeuehold", "7"},
 	}
 	if d := cmp.Diff(want, r.calls); d != "" {

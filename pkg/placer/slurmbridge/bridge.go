@@ -192,6 +192,11 @@ func (b *Bridge) syncJob(ctx context.Context, cl *Cluster, j slurm.Job, pods []*
 			return nil, nil
 		}
 		return []Action{Released}, b.release(ctx, cl, j.ID, pods)
+	case j.State == slurm.StateCompleting:
+		// Ending: Slurm kills its processes on its nodes, whose placeholders keep holding the
+		// CPUs until it has ended. Its node count shrinks meanwhile as nodes finish, so it is
+		// not compared with the placeholders.
+		return nil, nil
 	case j.Active():
 		if len(live(pods)) == a.Pods && j.RequiredNodes != "" {
 			return nil, nil

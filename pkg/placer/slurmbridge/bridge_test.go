@@ -198,8 +198,16 @@ func TestHeldJobLifecycle(t *testing.T) {
 		t.Errorf("resources %v, want requests = limits = %v", c.Resources, want)
 	}
 	terms := p.Spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms
-	if f := terms[0].MatchFields[0]; f.Key != "metadata.name" || !slices.Equal(f.Values, []string{"k1", "k2", "k3"}) {
-		t.Errorf("node affinity %+v, want metadata.name in k1,k2,k3", f)
+	var names []string
+	for _, term := range terms {
+		// The API server refuses a metadata.name requirement of several values.
+		if len(term.MatchFields) != 1 || term.MatchFields[0].Key != "metadata.name" || term.MatchFields[0].Operator != corev1.NodeSelectorOpIn || len(term.MatchFields[0].Values) != 1 {
+			t.Fatalf("node affinity term %+v, want metadata.name In one node", term)
+		}
+		names = append(names, term.MatchFields[0].Values[0])
+	}
+	if !slices.Equal(names, []string{"k1", "k2", "k3"}) {
+		t.Errorf("node affinity to %v, want one term for each of k1, k2, k3", names)
 	}
 	if p.Spec.SchedulerName != v1alpha1.DefaultSchedulerName || c.Name != ContainerName || c.Image != DefaultOptions().Image ||
 		len(c.Ports) != 1 || c.Ports[0].HostPort != DefaultOptions().HostPort || *p.Spec.TerminationGracePeriodSeconds != 0 {
@@ -239,6 +247,14 @@ func TestHeldJobLifecycle(t *testing.T) {
 	h.sync(nil)
 	h.slurm.jobs[7].State = slurm.StateRunning
 	h.sync(nil)
+
+	// Ending (scancel): Slurm counts fewer nodes as they finish; the placeholders stay, nothing
+	// is requeued, until the job has ended.
+	h.slurm.jobs[7].State, h.slurm.jobs[7].Nodes = slurm.StateCompleting, 1
+	h.sync(nil)
+	if len(h.pods()) != 2 {
+		t.Fatalf("while the job completes: pods %v, want both placeholders", podNames(h.pods()))
+	}
 
 	// Ended: the placeholders and their group go.
 	h.slurm.jobs[7].State = slurm.StateCancelled

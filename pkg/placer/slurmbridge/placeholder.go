@@ -125,7 +125,12 @@ func (s *placeholderSpec) pods(a Allocation) []*corev1.Pod {
 	if s.placement != "" {
 		annotations[v1alpha1.AnnotationPlacement] = string(s.placement)
 	}
-	nodes := slices.Sorted(slices.Values(s.nodes))
+	// One term for each node (terms are ORed): the API server takes a single value for a
+	// metadata.name field requirement.
+	var terms []corev1.NodeSelectorTerm
+	for _, n := range slices.Sorted(slices.Values(s.nodes)) {
+		terms = append(terms, corev1.NodeSelectorTerm{MatchFields: []corev1.NodeSelectorRequirement{{Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{n}}}})
+	}
 	var ports []corev1.ContainerPort
 	if s.hostPort != 0 {
 		ports = []corev1.ContainerPort{{Name: "one-per-node", ContainerPort: s.hostPort, HostPort: s.hostPort, Protocol: corev1.ProtocolTCP}}
@@ -144,9 +149,7 @@ func (s *placeholderSpec) pods(a Allocation) []*corev1.Pod {
 				EnableServiceLinks:            &no,
 				RestartPolicy:                 corev1.RestartPolicyAlways,
 				Affinity: &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
-					RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
-						MatchFields: []corev1.NodeSelectorRequirement{{Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: nodes}},
-					}}},
+					RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: terms},
 				}},
 				Containers: []corev1.Container{{
 					Name: ContainerName, Image: s.image, ImagePullPolicy: corev1.PullIfNotPresent, Ports: ports,

@@ -106,6 +106,7 @@ SelectType=select/cons_tres
 SelectTypeParameters=CR_Core_Memory
 DefMemPerCPU=64
 JobSubmitPlugins=lua
+JobRequeue=0
 ReturnToService=2
 MpiDefault=none
 SwitchType=switch/none
