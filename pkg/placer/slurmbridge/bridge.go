@@ -247,6 +247,10 @@ func (b *Bridge) syncHeld(ctx context.Context, cl *Cluster, j slurm.Job, a Alloc
 			return nil, err
 		}
 		b.log.Info("Slurm job started on its placeholders' nodes", "cluster", cl.Namespace+"/"+cl.Name, "job", j.ID, "nodes", strings.Join(nodes, ","))
+		if strings.HasPrefix(j.Comment, CommentPrefix) {
+			// Why it waited is over: squeue would show it beside the running job.
+			return []Action{Started}, cl.Slurm.SetComment(ctx, j.ID, "")
+		}
 		return []Action{Started}, nil
 	}
 	text := CommentPrefix + why

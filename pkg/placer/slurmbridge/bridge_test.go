@@ -239,8 +239,8 @@ func TestHeldJobLifecycle(t *testing.T) {
 	h.pins["k3/vc1-slurm-7-0/placeholder"] = "2-3"
 	h.pins["k1/vc1-slurm-7-1/placeholder"] = "4-5"
 	h.sync(map[slurm.JobID][]Action{7: {Started}})
-	if last := h.slurm.calls[len(h.slurm.calls)-1]; last != "start 7 on k1,k3" {
-		t.Errorf("last Slurm command %q, want start 7 on k1,k3", last)
+	if last := h.slurm.calls[len(h.slurm.calls)-2:]; last[0] != "start 7 on k1,k3" || last[1] != `comment 7 ""` {
+		t.Errorf("last Slurm commands %q, want start 7 on k1,k3, then its waiting reason cleared", last)
 	}
 
 	// Released, pending a moment, then running: nothing to do.
