@@ -98,6 +98,7 @@ func (f *runFlags) register(fs *pflag.FlagSet, getenv func(string) string) {
 	fs.BoolVar(&a.Inotify, "inotify", a.Inotify, "notice new container cgroups through inotify (false: pod statuses and the periodic scan only)")
 	fs.DurationVar(&a.ReconcileInterval, "reconcile-interval", a.ReconcileInterval, "period of the drift check")
 	fs.DurationVar(&a.FullResyncInterval, "full-resync-interval", a.FullResyncInterval, "period at which quotas and memory limits are re-applied too")
+	fs.DurationVar(&a.SlurmConfineInterval, "slurm-confine-interval", a.SlurmConfineInterval, "period at which Slurm jobs' processes are confined to their placeholders besides every reconcile tick (a new step's tasks wait for it; at or above --reconcile-interval the ticks alone confine)")
 	fs.DurationVar(&a.KubeletCheckInterval, "kubelet-check-interval", a.KubeletCheckInterval, "period at which the kubelet's CPU manager policy is re-read")
 	fs.DurationVar(&a.StartupAPITimeout, "startup-api-timeout", a.StartupAPITimeout, "wait at most this long for the pod list at start, then enforce from the checkpoint")
 	addReportingFlags(fs, &f.opts.reporting)

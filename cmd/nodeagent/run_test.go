@@ -34,7 +34,7 @@ func TestParseRunFlags(t *testing.T) {
 	o, err := parseRunFlags([]string{
 		"--reserved-cpus", "0,2", "--min-shared-cpus", "2", "--cgroup-driver", "systemd",
 		"--shared-cpu-quota", "request", "--shared-memory-limit", "limit", "--cpu-cfs-period", "50ms",
-		"--inotify=false", "--cri-endpoint", "", "--log-format", "text", "--log-level", "debug",
+		"--inotify=false", "--cri-endpoint", "", "--log-format", "text", "--log-level", "debug", "--slurm-confine-interval", "50ms",
 	}, env(map[string]string{"NODE_NAME": "node-a"}))
 	if err != nil {
 		t.Fatal(err)
@@ -42,7 +42,8 @@ func TestParseRunFlags(t *testing.T) {
 	a := o.agent
 	if a.NodeName != "node-a" || !a.ReservedCPUs.Equals(cpuset.New(0, 2)) || a.MinSharedCPUs != 2 || a.CgroupDriver != cgroup.Systemd ||
 		a.Classify.CPUQuota != classify.Request || a.Classify.MemoryLimit != classify.Limit || a.Classify.CPUPeriodUS != 50000 ||
-		a.Inotify || a.CRIEndpoint != "" || o.logJSON || o.logLevel != slog.LevelDebug || a.ReconcileInterval != 500*time.Millisecond {
+		a.Inotify || a.CRIEndpoint != "" || o.logJSON || o.logLevel != slog.LevelDebug || a.ReconcileInterval != 500*time.Millisecond ||
+		a.SlurmConfineInterval != 50*time.Millisecond {
 		t.Errorf("parsed %+v", o)
 	}
 }
@@ -61,6 +62,7 @@ func TestParseRunFlagsRejects(t *testing.T) {
 		{[]string{"--cpu-cfs-period", "1500ns"}, node, "--cpu-cfs-period"},
 		{[]string{"--min-shared-cpus", "0"}, node, "minimum shared CPUs"},
 		{[]string{"--reconcile-interval", "0s"}, node, "reconcile interval"},
+		{[]string{"--slurm-confine-interval", "0s"}, node, "Slurm confinement interval 0s must be positive"},
 		{[]string{"--log-format", "xml"}, node, "--log-format"},
 		{[]string{"extra"}, node, `unexpected argument "extra"`},
 		{[]string{"--bogus"}, node, "unknown flag: --bogus"},

@@ -239,6 +239,13 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	ticker := time.NewTicker(a.opts.ReconcileInterval)
 	defer ticker.Stop()
+	// Slurm jobs' new steps are confined between ticks too: their tasks wait for it.
+	var confine <-chan time.Time
+	if a.confineEnabled() && a.opts.SlurmConfineInterval < a.opts.ReconcileInterval {
+		t := time.NewTicker(a.opts.SlurmConfineInterval)
+		defer t.Stop()
+		confine = t.C
+	}
 	a.Tick(ctx)
 	for {
 		// New containers come first: a pin waits for no drift check or pod update.
@@ -248,6 +255,10 @@ func (a *Agent) Run(ctx context.Context) error {
 			return nil
 		case <-ticker.C:
 			a.Tick(ctx)
+		case <-confine:
+			if a.isStarted() {
+				a.ConfineSlurmJobs()
+			}
 		case ev, ok := <-events:
 			if !ok {
 				events = nil

@@ -9,6 +9,7 @@ import (
 
 	"github.com/finegrain-dev/finegrain/pkg/agent/cri"
 	"github.com/finegrain-dev/finegrain/pkg/cgroup"
+	"github.com/finegrain-dev/finegrain/pkg/slurm"
 )
 
 // BenchmarkPinOnAppear is the agent's own share of the fast path: an inotify event for a new
@@ -70,3 +71,30 @@ type listed struct {
 }
 
 func (l listed) Enumerate() ([]cgroup.Container, error) { return l.list, nil }
+
+// BenchmarkConfinePass is one pass of ConfineSlurmJobs on a node running a virtual cluster's
+// slurmd (its daemons) and one job of 32 processes already in its pinned placeholder: the steady
+// state the agent pays every --slurm-confine-interval (100 ms) for new steps to start promptly
+// (fake process tables: the agent's own work, not /proc's).
+func BenchmarkConfinePass(b *testing.B) {
+	host := &fakeHost{procs: map[int]slurm.Process{}, in: map[int]cgroup.ContainerRef{}}
+	e := newEnv(b, envOpts{procs: host})
+	e.a.d.Mover, e.a.d.SlurmProcesses = host, host.read
+	e.start()
+	slurmd := slurmdOf("vc1-slurmd-node-a", "ns", vcOwner("vc1", vcUID, true))
+	job := placeholderOf("vc1-slurm-42-0", 42, vcOwner("vc1", vcUID, false))
+	refs := e.runPods(slurmd, job)
+	host.add(refs[slurmd.Name], slurm.Process{PID: 1, Comm: "mpi-entrypoint"}, slurm.Process{PID: 2, PPID: 1, Comm: "munged"},
+		slurm.Process{PID: 3, PPID: 1, Comm: "slurmd"}, slurm.Process{PID: 4, PPID: 1, Comm: "sshd"})
+	host.add(refs[job.Name], slurm.Process{PID: 10, PPID: 1, Comm: "slurmstepd", Title: "slurmstepd: [42.batch]"})
+	for pid := 11; pid < 42; pid++ {
+		host.add(refs[job.Name], slurm.Process{PID: pid, PPID: 10, Comm: "rank", Title: "./rank"})
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		if res := e.a.ConfineSlurmJobs(); len(res.Moved) != 0 || len(res.Errors) != 0 {
+			b.Fatalf("a steady pass moved %v, errors %v", res.Moved, res.Errors)
+		}
+	}
+}

@@ -23,7 +23,8 @@ import (
 
 // TestRealSlurmJobConfinedToPlaceholder runs the whole agent on this machine's cgroup v1 with a
 // real Slurm whose slurmd n1 runs in a virtual cluster's slurmd container cgroup, with
-// finegrain's TaskProlog and an agent reconciling only once a second: a job with a placeholder
+// finegrain's TaskProlog and an agent reconciling once a second and confining Slurm jobs every
+// 100 ms (--slurm-confine-interval, its default): a job with a placeholder
 // pod, which the agent pins to one exclusive CPU, has every process (its batch slurmstepd, the
 // script, a background sleep, an srun step's slurmstepd and task) moved by the agent into the
 // placeholder's cgroups, where Cpus_allowed_list is the pinned CPU — already for the first
@@ -55,7 +56,7 @@ func TestRealSlurmJobConfinedToPlaceholder(t *testing.T) {
 				return nil, werr
 			}
 			return ps, err
-		}}, time.Second)
+		}}, time.Second, 100*time.Millisecond)
 	a, k, m, client, resolver, ctx := ka.a, kt.tree, kt.mounts, ka.client, ka.resolver, ka.ctx
 
 	// The virtual cluster's slurmd pod; Slurm's slurmd n1 runs in its container's cgroups.

@@ -118,6 +118,21 @@ func placeholderOf(name string, job slurm.JobID, owner metav1.OwnerReference) *c
 
 const stepd = "slurmstepd"
 
+// runPods starts the pods' one container each on the agent (the runtime names it, its cgroup
+// appears) and returns their cgroups by pod name.
+func (e *env) runPods(pods ...*corev1.Pod) map[string]cgroup.ContainerRef {
+	refs := map[string]cgroup.ContainerRef{}
+	for i, p := range pods {
+		id := hexID("abcdefghij"[i])
+		e.apply(withStatus(p, id))
+		e.a.DrainPods(context.Background())
+		refs[p.Name] = e.container(p, id)
+		e.resolver.set(id, cri.Identity{PodUID: string(p.UID), Name: p.Spec.Containers[0].Name})
+		e.appeared(refs[p.Name])
+	}
+	return refs
+}
+
 // TestConfineSlurmJobs moves the processes of a job that runs in a trusted slurmd container into
 // its pinned placeholder's cgroup, and nothing else: not a job of no placeholder here (reported
 // once), not a process that only calls itself a slurmstepd (by title, or by name and title as a
@@ -141,15 +156,7 @@ func TestConfineSlurmJobs(t *testing.T) {
 	elsewhere := slurmdOf("vc1-slurmd-other-ns", "other", owner)
 	job42 := placeholderOf("vc1-slurm-42-0", 42, vcOwner("vc1", vcUID, false))
 	otherVC := placeholderOf("vc1-slurm-43-0", 43, vcOwner("vc1", "8b8b8b8b-1111-4222-8333-944455556666", false))
-	refs := map[string]cgroup.ContainerRef{}
-	for i, p := range []*corev1.Pod{slurmd, forged, elsewhere, job42, otherVC} {
-		id := hexID("abcde"[i])
-		e.apply(withStatus(p, id))
-		e.a.DrainPods(context.Background())
-		refs[p.Name] = e.container(p, id)
-		e.resolver.set(id, cri.Identity{PodUID: string(p.UID), Name: p.Spec.Containers[0].Name})
-		e.appeared(refs[p.Name])
-	}
+	refs := e.runPods(slurmd, forged, elsewhere, job42, otherVC)
 	if cpus, _ := e.cpus(refs[job42.Name]); cpus.Size() != 1 {
 		t.Fatalf("job 42's placeholder carries %s, want one pinned CPU", cpus)
 	}

@@ -64,6 +64,12 @@ type Options struct {
 	// container's quota and memory limit are re-applied too.
 	ReconcileInterval  time.Duration
 	FullResyncInterval time.Duration
+	// SlurmConfineInterval is how often the processes of Slurm jobs are confined to their
+	// placeholders (ConfineSlurmJobs), besides on every reconcile tick: a new step's tasks wait in
+	// finegrain's TaskProlog until the next pass (docs/slurm-delegation.md, "Confinement"). At or
+	// above ReconcileInterval, the ticks alone confine; a pass costs next to nothing on a node
+	// without a virtual cluster's slurmd.
+	SlurmConfineInterval time.Duration
 	// KubeletCheckInterval is how often the kubelet's CPU manager policy is re-read.
 	KubeletCheckInterval time.Duration
 	// StartupAPITimeout bounds the wait for the pod list at start; after it the agent enforces
@@ -102,6 +108,7 @@ func DefaultOptions() Options {
 		Inotify:              true,
 		ReconcileInterval:    500 * time.Millisecond,
 		FullResyncInterval:   10 * time.Second,
+		SlurmConfineInterval: 100 * time.Millisecond,
 		KubeletCheckInterval: 10 * time.Second,
 		StartupAPITimeout:    30 * time.Second,
 	}
@@ -118,6 +125,8 @@ func (o Options) Validate() error {
 		return fmt.Errorf("reconcile interval %s: want more than 0 and at most 1m (500ms repairs drift within a second)", o.ReconcileInterval)
 	case o.FullResyncInterval < o.ReconcileInterval:
 		return fmt.Errorf("full resync interval %s is shorter than the reconcile interval %s", o.FullResyncInterval, o.ReconcileInterval)
+	case o.SlurmConfineInterval <= 0:
+		return fmt.Errorf("Slurm confinement interval %s must be positive (a new Slurm step waits for the next pass)", o.SlurmConfineInterval)
 	case o.KubeletCheckInterval <= 0:
 		return fmt.Errorf("kubelet check interval %s must be positive", o.KubeletCheckInterval)
 	case o.StartupAPITimeout <= 0:

@@ -147,15 +147,16 @@ type kernelAgent struct {
 // is ready; it stops when the test ends.
 func (kt *kernelTest) run(d Deps) *kernelAgent {
 	kt.t.Helper()
-	return kt.runEvery(d, 100*time.Millisecond)
+	return kt.runEvery(d, 100*time.Millisecond, 100*time.Millisecond)
 }
 
-// runEvery runs the agent as run does, reconciling every interval.
-func (kt *kernelTest) runEvery(d Deps, interval time.Duration) *kernelAgent {
+// runEvery runs the agent as run does, reconciling every tick and confining Slurm jobs every
+// confine.
+func (kt *kernelTest) runEvery(d Deps, tick, confine time.Duration) *kernelAgent {
 	t := kt.t
 	t.Helper()
 	ka := &kernelAgent{client: fake.NewClientset(), resolver: &fakeResolver{ids: map[string]cri.Identity{}}, opts: DefaultOptions()}
-	ka.opts.NodeName, ka.opts.ReconcileInterval = node, interval
+	ka.opts.NodeName, ka.opts.ReconcileInterval, ka.opts.SlurmConfineInterval = node, tick, confine
 	d.Pods, d.Topology, d.Writer, d.Resolver, d.Log = ka.client.CoreV1().Pods(""), kt.topo, kt.fs, ka.resolver, kt.log
 	d.Watcher = cgwatch.New(kt.layout, kt.log)
 	d.KubeletPolicy = func() (kubeletpolicy.Result, error) { return kubeletpolicy.Result{}, nil }
