@@ -1,4 +1,5 @@
-// Package kerneltest holds pkg/cgroup's real-kernel tests and benchmarks: as root they build
+// Package kerneltest holds pkg/cgroup's real-kernel tests and benchmarks (and those of
+// pkg/slurm's TaskProlog, which reads what MoveProcesses does from /proc): as root they build
 // kubelet-shaped cgroup trees inside a subtree the test owns (finegrain-test-<pid> in each
 // hierarchy), start multi-threaded helper processes in them, drive the real writer and process
 // reader, and check every thread's CPU affinity with sched_getaffinity and /proc. Each test
