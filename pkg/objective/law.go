@@ -25,6 +25,9 @@
 //     holds for a window sets it back.
 //  5. Otherwise, between the target and the margin, the size holds (hysteresis).
 //
+// A service that did not answer its metric endpoint in time (Input.Unresponsive) is violated
+// beyond any measurement: it grows MaxGrowthPerPeriod-fold, as a throughput of 0 would.
+//
 // What always holds: every size returned lies within the bounds; a steady metric never draws
 // both a growth and a shrink; a larger shortfall never yields a smaller capacity or fewer
 // replicas.
@@ -161,6 +164,7 @@ const (
 	ReasonRecentViolation = "RecentViolation"
 	ReasonOutOfBounds     = "OutOfBounds"
 	ReasonNoMeasurement   = "NoMeasurement"
+	ReasonUnresponsive    = "Unresponsive"
 )
 
 // Decision is one period's outcome.
@@ -187,6 +191,10 @@ type Input struct {
 	// InPlaceBlocked says the pods' nodes have no room to grow them in place, so a growth must
 	// add replicas.
 	InPlaceBlocked bool
+	// Unresponsive says the metric could not be read because the service did not answer in time
+	// (its pods' metric endpoints timed out): a violation beyond any value it could have
+	// reported, so the service grows by MaxGrowthPerPeriod; Measured is ignored.
+	Unresponsive bool
 }
 
 // Decide applies the law for one period and returns the decision and the history to pass to the
@@ -213,17 +221,21 @@ func Decide(p Policy, h History, in Input) (Decision, History) {
 		next.Samples = nil
 		return d, next
 	}
-	m := in.Measured
-	if math.IsNaN(m) || math.IsInf(m, 0) || m < 0 {
+	switch m := in.Measured; {
+	case in.Unresponsive:
+		// A service too loaded to answer: an infinite pressure; the window keeps its samples.
+		d.Pressure = math.Inf(1)
+	case math.IsNaN(m) || math.IsInf(m, 0) || m < 0:
 		d.Reason = ReasonNoMeasurement
 		return d, next
+	default:
+		// 1. Smooth over the window of samples since the last change.
+		next.Samples = appendWindow(h.Samples, m, p.Window)
+		d.Smoothed = mean(next.Samples)
+		// 2. Pressure.
+		d.Pressure = pressure(p, d.Smoothed)
 	}
-
-	// 1. Smooth over the window of samples since the last change.
-	next.Samples = appendWindow(h.Samples, m, p.Window)
-	d.Smoothed = mean(next.Samples)
-	// 2. Pressure; the outcome of a probe.
-	d.Pressure = pressure(p, d.Smoothed)
+	// The outcome of a probe.
 	switch {
 	case h.Probe && d.Pressure > 1:
 		next.Recall, next.Probe = min(2*next.Recall, MaxRecallFactor*p.Recall), false
@@ -238,6 +250,9 @@ func Decide(p Policy, h History, in Input) (Decision, History) {
 		next.NeededCapacity = max(next.NeededCapacity, want)
 		d.Size = grow(cur, want, p.Bounds, in.InPlaceBlocked)
 		d.Action, d.Reason = Grow, ReasonViolated
+		if in.Unresponsive {
+			d.Reason = ReasonUnresponsive
+		}
 		if d.Size == cur {
 			d.Action, d.Reason = Hold, ReasonAtMaximum
 		}

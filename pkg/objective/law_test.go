@@ -2,6 +2,7 @@ package objective
 
 import (
 	"math"
+	"slices"
 	"testing"
 
 	"github.com/finegrain-dev/finegrain/pkg/apis/finegrain/v1alpha1"
@@ -141,6 +142,32 @@ func TestHistory(t *testing.T) {
 	_, kept := Decide(web, after, Input{Current: d.Size, Measured: math.NaN()})
 	if diff := cmp.Diff(after.Samples, kept.Samples); diff != "" {
 		t.Errorf("window after a failed measurement (-want +got):\n%s", diff)
+	}
+}
+
+// A service that does not answer its metric endpoint in time grows by the most a period allows,
+// is recalled as a violation, and holds at its maximum.
+func TestUnresponsiveGrows(t *testing.T) {
+	cur := Size{1, 500, 512 * mi, 5_000_000}
+	h0 := History{Samples: []float64{0.030}, ViolatedAge: 3}
+	d, h := Decide(web, h0, Input{Current: cur, Measured: math.NaN(), Unresponsive: true})
+	// 500m × 4 = 2000m in place; memory and I/O by the same factor.
+	if d.Action != Grow || d.Reason != ReasonUnresponsive || d.Size != (Size{1, 2000, 2 * gi, 20_000_000}) || d.Met() || !math.IsNaN(d.Smoothed) {
+		t.Errorf("unresponsive: %+v, want Grow Unresponsive to 1 × 2000m, not met, no smoothed value", d)
+	}
+	if h.ViolatedAge != 0 || h.NeededCapacity != 2000 || len(h.Samples) != 0 {
+		t.Errorf("history %+v, want the violation recalled at 2000m and the window restarted by the growth", h)
+	}
+	// At the pods' and the replicas' maximum it holds; the measurement it could not read never
+	// joins the window.
+	top := web.Bounds.Max
+	d, h = Decide(web, h0, Input{Current: top, Unresponsive: true})
+	if d.Action != Hold || d.Reason != ReasonAtMaximum || !slices.Equal(h.Samples, h0.Samples) {
+		t.Errorf("unresponsive at the maximum: %+v, samples %v; want Hold AtMaximum, samples kept", d, h.Samples)
+	}
+	// A probe that ends unresponsive failed: the recall doubles.
+	if _, h = Decide(web, History{Probe: true, Recall: DefaultRecall}, Input{Current: cur, Unresponsive: true}); h.Recall != 2*DefaultRecall {
+		t.Errorf("recall after an unresponsive probe %d, want %d", h.Recall, 2*DefaultRecall)
 	}
 }
 

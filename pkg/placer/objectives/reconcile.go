@@ -2,6 +2,7 @@ package objectives
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"time"
@@ -113,9 +114,19 @@ func (c *Controller) step(ctx context.Context, u *unstructured.Unstructured, obj
 
 	// 2. The metric.
 	measured, note, merr := c.measureMetric(ctx, obj, t.pods, now)
-	if merr != nil {
+	unresponsive := errors.Is(merr, errUnresponsive)
+	switch {
+	case unresponsive:
+		setCondition(st, obj, v1alpha1.ObjectiveMeasured, metav1.ConditionFalse, objective.ReasonUnresponsive,
+			merr.Error()+"; counted as a violation")
+		worst := math.Inf(1)
+		if policy.AtLeast {
+			worst = 0
+		}
+		c.countViolation(obj, st, policy, worst, now)
+	case merr != nil:
 		setCondition(st, obj, v1alpha1.ObjectiveMeasured, metav1.ConditionFalse, ReasonMeasurementFailed, merr.Error())
-	} else {
+	default:
 		setCondition(st, obj, v1alpha1.ObjectiveMeasured, metav1.ConditionTrue, ReasonMeasured, fmt.Sprintf("%s %v %s", metricName(obj), measured, note))
 		c.countViolation(obj, st, policy, measured, now)
 		q := quantity(measured)
@@ -133,7 +144,7 @@ func (c *Controller) step(ctx context.Context, u *unstructured.Unstructured, obj
 	hist := historyFrom(st.History)
 
 	// 4. Decide.
-	d, next := objective.Decide(policy, hist, objective.Input{Current: cur, Measured: measured, InPlaceBlocked: blocked.blocked})
+	d, next := objective.Decide(policy, hist, objective.Input{Current: cur, Measured: measured, InPlaceBlocked: blocked.blocked, Unresponsive: unresponsive})
 	c.log.Debug("service objective decided", "objective", key, "measured", measured, "smoothed", d.Smoothed,
 		"pressure", d.Pressure, "decision", d.Action, "reason", d.Reason, "size", d.Size.String(), "inPlaceBlocked", blocked.blocked)
 
@@ -160,6 +171,9 @@ func (c *Controller) step(ctx context.Context, u *unstructured.Unstructured, obj
 				fmt.Sprintf("smoothed %s %v against the target %s (%s); decision %s (%s): %s", metricName(obj), d.Smoothed,
 					obj.Spec.Metric.Target.String(), obj.Spec.Metric.Direction, d.Action, d.Reason, d.Size))
 		}
+	} else if unresponsive {
+		setCondition(st, obj, v1alpha1.ObjectiveMet, metav1.ConditionFalse, ReasonTargetViolated,
+			fmt.Sprintf("the pods did not answer %s in time; decision %s (%s): %s", metricName(obj), d.Action, d.Reason, d.Size))
 	} else if merr != nil {
 		setCondition(st, obj, v1alpha1.ObjectiveMet, metav1.ConditionUnknown, objective.ReasonNoMeasurement, "the metric could not be read this period: the size holds")
 	}

@@ -3,9 +3,11 @@ package objectives
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -509,5 +511,91 @@ func TestWithoutInPlaceResizeGrowByReplicas(t *testing.T) {
 			checkSize(t, st, 2, "1", "1Gi", "10M")
 			checkCondition(t, st, v1alpha1.ObjectiveSizeApplied, metav1.ConditionFalse, ReasonResizeUnavailable, tc.message)
 		})
+	}
+}
+
+// stallingServer is a pod's metric endpoint too loaded to answer: it holds every request until
+// the client gives up or the test ends, on addr ("127.0.0.1:0" for any port).
+func stallingServer(t *testing.T, addr string) *httptest.Server {
+	t.Helper()
+	done := make(chan struct{})
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-r.Context().Done():
+		case <-done:
+		}
+	}))
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Skipf("listen on %s: %v", addr, err)
+	}
+	srv.Listener.Close()
+	srv.Listener = l
+	srv.Start()
+	t.Cleanup(func() { close(done); srv.Close() })
+	return srv
+}
+
+// A service whose pods do not answer their metric endpoint within the scrape timeout is too
+// loaded to measure: for a latency (AtMost, the worst pod counts) one such pod is a violation
+// and the service grows by the most a period allows; for a throughput (AtLeast, the sum) only
+// when no pod answers, otherwise the pods that answered are summed.
+func TestUnresponsivePodsGrow(t *testing.T) {
+	slow := stallingServer(t, "127.0.0.1:0")
+	_, portS, _ := net.SplitHostPort(slow.Listener.Addr().String())
+	port, _ := strconv.Atoi(portS)
+	// A second pod at another loopback address, same port, that answers 0.010.
+	fast := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "# TYPE web_p99_seconds gauge\nweb_p99_seconds 0.010\n")
+	}))
+	l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.2", portS))
+	if err != nil {
+		t.Skipf("a second loopback address for the answering pod: %v", err)
+	}
+	fast.Listener.Close()
+	fast.Listener = l
+	fast.Start()
+	t.Cleanup(fast.Close)
+
+	for _, dir := range []string{"AtMost", "AtLeast"} {
+		t.Run(dir, func(t *testing.T) {
+			d, rs := deployment(2)
+			h := newHarness(t, DefaultOptions(), d, rs, pod("web-a", "127.0.0.1", "1", "1Gi"), pod("web-b", "127.0.0.2", "1", "1Gi"))
+			h.c.http = &http.Client{Timeout: 100 * time.Millisecond}
+			spec := objectiveSpec(int32(port))
+			spec["metric"].(map[string]any)["direction"] = dir
+			h.createObjective(spec, nil)
+			h.period()
+			st := h.status()
+			if dir == "AtLeast" {
+				// 0.010 from web-b against a throughput target of 0.020: violated by 2×, measured.
+				checkCondition(t, st, v1alpha1.ObjectiveMeasured, metav1.ConditionTrue, ReasonMeasured, "from 1 of 2 Ready pods")
+				if st.LastDecisionReason != "Violated" {
+					t.Errorf("decision %s/%s, want Grow/Violated", st.LastDecision, st.LastDecisionReason)
+				}
+				return
+			}
+			checkCondition(t, st, v1alpha1.ObjectiveMeasured, metav1.ConditionFalse, "Unresponsive", "1 of 2 Ready pods did not answer web_p99_seconds within the scrape timeout")
+			checkCondition(t, st, v1alpha1.ObjectiveMet, metav1.ConditionFalse, ReasonTargetViolated, "decision Grow (Unresponsive)")
+			// 2 × 1 core (the starting size) × 4: the pods at their 4-core maximum.
+			checkSize(t, st, 2, "4", "4Gi", "40M")
+			if st.LastDecision != "Grow" || st.LastMeasurement != nil || st.Smoothed != nil {
+				t.Errorf("decision %s, measurement %v, smoothed %v; want Grow and no measurement", st.LastDecision, st.LastMeasurement, st.Smoothed)
+			}
+			if got := h.metric("finegrain_objective_violation_seconds_total", objLabels); got != 10 {
+				t.Errorf("violation seconds %v, want one period (10)", got)
+			}
+		})
+	}
+	// Every pod stalls: a throughput objective is unresponsive too.
+	d, rs := deployment(1)
+	h := newHarness(t, DefaultOptions(), d, rs, pod("web-a", "127.0.0.1", "1", "1Gi"))
+	h.c.http = &http.Client{Timeout: 100 * time.Millisecond}
+	spec := objectiveSpec(int32(port))
+	spec["metric"].(map[string]any)["direction"] = "AtLeast"
+	h.createObjective(spec, nil)
+	h.period()
+	if st := h.status(); st.LastDecisionReason != "Unresponsive" {
+		t.Errorf("throughput objective, no pod answering: decision %s/%s, want Grow/Unresponsive", st.LastDecision, st.LastDecisionReason)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net"
 	"net/url"
 	"path"
 	"strings"
@@ -95,9 +96,14 @@ func sourceNotAllowed(obj *v1alpha1.ServiceObjective) string {
 // scrapeParallelism bounds the pods scraped at once for one objective.
 const scrapeParallelism = 8
 
+// errUnresponsive marks a measurement that failed because the service's pods did not answer
+// their metric endpoint in time: with AtMost (the worst pod counts) any Ready pod timing out,
+// with AtLeast (the sum) every one. The law takes it for a violation (objective.Input.Unresponsive).
+var errUnresponsive = errors.New("the service did not answer in time")
+
 // measureMetric reads the objective's metric: from the target's Ready pods, or from its allowed
-// query API. It returns NaN with the error when nothing could be read; note says how many pods
-// answered.
+// query API. It returns NaN with the error when nothing could be read (wrapping errUnresponsive
+// when the pods timed out); note says how many pods answered.
 func (c *Controller) measureMetric(ctx context.Context, obj *v1alpha1.ServiceObjective, pods []*corev1.Pod, now time.Time) (value float64, note string, err error) {
 	src := obj.Spec.Metric.Source
 	if q := src.Query; q != nil {
@@ -135,23 +141,38 @@ func (c *Controller) measureMetric(ctx context.Context, obj *v1alpha1.ServiceObj
 	}
 	wg.Wait()
 	var got []float64
-	var failed []error
+	var failed, timedOut []error
 	for i := range urls {
 		if errs[i] != nil {
 			failed = append(failed, errs[i])
+			if isTimeout(errs[i]) {
+				timedOut = append(timedOut, errs[i])
+			}
 			continue
 		}
 		got = append(got, values[i])
 	}
+	atLeast := obj.Spec.Metric.Direction == v1alpha1.AtLeast
+	if len(timedOut) > 0 && (!atLeast || len(timedOut) == len(urls)) {
+		return math.NaN(), "", fmt.Errorf("%w: %d of %d Ready pods did not answer %s within the scrape timeout: %w",
+			errUnresponsive, len(timedOut), len(urls), p.Metric, timedOut[0])
+	}
 	if len(got) == 0 {
 		return math.NaN(), "", fmt.Errorf("no pod answered: %w", errors.Join(failed...))
 	}
-	v, _ := measure.Combine(got, obj.Spec.Metric.Direction == v1alpha1.AtLeast)
+	v, _ := measure.Combine(got, atLeast)
 	note = fmt.Sprintf("from %d of %d Ready pods", len(got), len(urls))
 	if len(failed) > 0 {
 		note += fmt.Sprintf(" (%v)", failed[0])
 	}
 	return v, note, nil
+}
+
+// isTimeout says whether a scrape failed for want of an answer in time (the client's timeout or
+// the period's deadline), as opposed to a refused connection or a bad answer.
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout())
 }
 
 func podReady(p *corev1.Pod) bool {
