@@ -3,8 +3,8 @@
 // send), a sample of the service every second (the size decided, the CPUs its running pods are
 // granted and use, the autoscaler's decision), and what they add up to (seconds in violation of a
 // p99 target, CPU-seconds, resizes) — and writes it as JSON and a PNG. make bench-dc-objective
-// (bench/dcobjective) runs it once per arm; the e2e test TestServiceObjectiveUnderLoad runs it
-// under the placer's ServiceObjective loop with an HPC job taking a pinned core (issue 20).
+// (bench/dcobjective) runs it once per arm (issue 20). It is outside bench/internal, with the load
+// generator in internal/loadgen, so that an e2e test of test/e2e can record the same series.
 package servicerun
 
 import (
