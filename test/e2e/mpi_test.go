@@ -169,11 +169,13 @@ func agentPin(ctx context.Context, c *framework.Cluster, ns, pod, container stri
 // rank is an MPI rank process as the kernel shows it.
 type rank struct {
 	pid        int
+	comm       string
 	cgroup     string
 	cpus, mems string
 }
 
-// ranksIn reads the processes named comm in a container's cpuset cgroup directory from /proc.
+// ranksIn reads the processes named comm (every process when comm is empty) in a container's
+// cpuset cgroup directory from /proc.
 func ranksIn(dir, comm string) ([]rank, error) {
 	procs, err := framework.ReadCgroupFile(dir, "cgroup.procs")
 	if err != nil {
@@ -186,10 +188,10 @@ func ranksIn(dir, comm string) ([]rank, error) {
 			return nil, fmt.Errorf("cgroup.procs of %s: %q", dir, f)
 		}
 		name, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
-		if err != nil || strings.TrimSpace(string(name)) != comm {
+		if err != nil || (comm != "" && strings.TrimSpace(string(name)) != comm) {
 			continue
 		}
-		r := rank{pid: pid}
+		r := rank{pid: pid, comm: strings.TrimSpace(string(name))}
 		cg, err1 := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
 		status, err2 := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 		if err1 != nil || err2 != nil {

@@ -51,31 +51,7 @@ func TestSlurmVirtualClusters(t *testing.T) {
 	c.DumpOnFailure(t, ns)
 	ctx := context.Background()
 	vcs := c.Dynamic.Resource(v1alpha1.VirtualClusterGroupVersionResource).Namespace(ns)
-	// Before the namespace goes (cleanups run last first): the virtual clusters, whose
-	// controller would otherwise make again the pods the namespace's deletion removes.
-	t.Cleanup(func() {
-		_ = vcs.DeleteCollection(context.Background(), metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationForeground)}, metav1.ListOptions{})
-		framework.Eventually(t, "the virtual clusters to be gone", 2*time.Minute, func(ctx context.Context) error {
-			list, err := vcs.List(ctx, metav1.ListOptions{})
-			if err != nil {
-				return err
-			}
-			if len(list.Items) > 0 {
-				return fmt.Errorf("%d left", len(list.Items))
-			}
-			return nil
-		})
-	})
-	for _, name := range []string{"alice", "bob"} {
-		obj := &unstructured.Unstructured{Object: map[string]any{
-			"apiVersion": v1alpha1.GroupVersion.String(), "kind": v1alpha1.VirtualClusterKind,
-			"metadata": map[string]any{"name": name},
-			"spec":     map[string]any{"partitions": []any{map[string]any{"name": "batch", "default": true, "maxTime": "10m"}}},
-		}}
-		if _, err := vcs.Create(ctx, obj, metav1.CreateOptions{}); err != nil {
-			t.Fatalf("create VirtualCluster %s: %v", name, err)
-		}
-	}
+	createVirtualClusters(t, c, ns, "alice", "bob")
 	start := time.Now()
 	alice, bob := waitVCReady(t, c, ns, "alice"), waitVCReady(t, c, ns, "bob")
 	t.Logf("both virtual clusters Ready after %s", time.Since(start).Round(time.Second))
@@ -101,18 +77,18 @@ func TestSlurmVirtualClusters(t *testing.T) {
 				t.Errorf("%s: sinfo says %q, want node %s idle in partition batch", vc.Name, sinfo, n.Name)
 			}
 		}
-		first := vc.Status.Nodes[0].Name
-		srun := strings.TrimSpace(vcExec(t, c, ns, ctl, "srun", "--nodelist="+first, "--ntasks=1", "hostname"))
+		srun := strings.TrimSpace(vcExec(t, c, ns, ctl, "srun", "--ntasks=1", "hostname"))
 		if srun == "" || strings.Contains(srun, "error") {
 			t.Errorf("%s: srun hostname printed %q", vc.Name, srun)
 		}
 		// sbatch --wait returns when the job has ended, with its exit status; the output file is
-		// on the node that ran it.
-		out := vcExec(t, c, ns, ctl, "sbatch", "--wait", "--nodelist="+first, "--output=/tmp/e2e-%j.out", "--wrap", "echo batch on $(hostname)")
+		// on the node that ran the batch script, the one the bridge placed it on.
+		out := vcExec(t, c, ns, ctl, "sbatch", "--wait", "--output=/tmp/e2e-%j.out", "--wrap", "echo batch on $(hostname)")
 		id := strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(out), "Submitted batch job"))
-		node := vc.Name + "-slurmd-" + first
-		if got := vcExec(t, c, ns, node, "cat", "/tmp/e2e-"+id+".out"); got != "batch on "+srun+"\n" {
-			t.Errorf("%s: batch job %s wrote %q, want %q", vc.Name, id, got, "batch on "+srun+"\n")
+		node := vc.Name + "-slurmd-" + strings.TrimSpace(vcExec(t, c, ns, ctl, "squeue", "--noheader", "--states=all", "--jobs="+id, "--format=%B"))
+		want := "batch on " + vcExec(t, c, ns, node, "hostname")
+		if got := vcExec(t, c, ns, node, "cat", "/tmp/e2e-"+id+".out"); got != want {
+			t.Errorf("%s: batch job %s wrote %q, want %q", vc.Name, id, got, want)
 		}
 	}
 	// The finished job shows in the status (squeue keeps it a while).
@@ -142,6 +118,37 @@ func TestSlurmVirtualClusters(t *testing.T) {
 	})
 	if got := vcExec(t, c, ns, "bob-slurmctld", "srun", "hostname"); strings.TrimSpace(got) == "" {
 		t.Errorf("bob's srun after alice's deletion printed nothing")
+	}
+}
+
+// createVirtualClusters creates VirtualClusters of the given names in ns, each with a default
+// partition batch, and deletes them before the namespace goes (cleanups run last first), as their
+// controller would otherwise make again the pods the namespace's deletion removes.
+func createVirtualClusters(t *testing.T, c *framework.Cluster, ns string, names ...string) {
+	t.Helper()
+	vcs := c.Dynamic.Resource(v1alpha1.VirtualClusterGroupVersionResource).Namespace(ns)
+	t.Cleanup(func() {
+		_ = vcs.DeleteCollection(context.Background(), metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationForeground)}, metav1.ListOptions{})
+		framework.Eventually(t, "the virtual clusters to be gone", 2*time.Minute, func(ctx context.Context) error {
+			list, err := vcs.List(ctx, metav1.ListOptions{})
+			if err != nil {
+				return err
+			}
+			if len(list.Items) > 0 {
+				return fmt.Errorf("%d left", len(list.Items))
+			}
+			return nil
+		})
+	})
+	for _, name := range names {
+		obj := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": v1alpha1.GroupVersion.String(), "kind": v1alpha1.VirtualClusterKind,
+			"metadata": map[string]any{"name": name},
+			"spec":     map[string]any{"partitions": []any{map[string]any{"name": "batch", "default": true, "maxTime": "10m"}}},
+		}}
+		if _, err := vcs.Create(context.Background(), obj, metav1.CreateOptions{}); err != nil {
+			t.Fatalf("create VirtualCluster %s: %v", name, err)
+		}
 	}
 }
 
