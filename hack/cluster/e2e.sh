@@ -6,7 +6,7 @@
 # once more on containerd 2 with NRI (CONTAINERD=2), where it pins at container creation, then
 # the multi-node suite (TestMultiNode*) on a cluster of three nodes (NODES=3: gangs spread by task
 # group, placement policies, exclusive nodes, Open MPI across nodes on the pod network, a node
-# lost), and Slurm's delegation to the placer (TestSlurmDelegation). The policy-none pass also runs the scheduler-plugins scheduler (hack/scheduler-plugins, built
+# lost), and Slurm's virtual clusters and their delegation to the placer (TestSlurm*). The policy-none pass also runs the scheduler-plugins scheduler (hack/scheduler-plugins, built
 # here, cached) beside finegrain (TestSchedulerPlugins*); the multi-node pass also runs MPI Operator
 # (hack/mpi-operator, built here, cached) with finegrain's placer as its gang scheduler
 # (TestMultiNodeMPIOperatorJob). Cases that need one policy, runtime or node count skip under the
@@ -25,7 +25,7 @@
 #                  the pinning suite, TestAgent|TestNRI|TestFreeCoreMap)
 #   E2E_NODES      nodes of the multi-node pass (default 3, what its suite needs; 0 skips it)
 #   E2E_NODES_RUN  go test -run pattern of the multi-node pass when E2E_RUN is unset (default
-#                  TestMultiNode|TestSlurmDelegation)
+#                  TestMultiNode|TestSlurm)
 #   E2E_TIMEOUT    go test -timeout per pass (default 20m)
 #   KEEP_CLUSTER=1 leave a cluster this run started up at the end
 set -euo pipefail
@@ -129,7 +129,7 @@ for pass in "${passes[@]}"; do
   args=(-tags e2e -count=1 -v -timeout "${E2E_TIMEOUT:-20m}")
   run="${E2E_RUN:-}"
   [ "$containerd" = 1 ] || run="${E2E_RUN:-${E2E_NRI_RUN:-TestAgent|TestNRI|TestFreeCoreMap}}"
-  [ "$nodes" = 1 ] || run="${E2E_RUN:-${E2E_NODES_RUN:-TestMultiNode|TestSlurmDelegation}}"
+  [ "$nodes" = 1 ] || run="${E2E_RUN:-${E2E_NODES_RUN:-TestMultiNode|TestSlurm}}"
   [ -z "$run" ] || args+=(-run "$run")
   if go test "${args[@]}" ./test/e2e/...; then
     ran+=("$name($((SECONDS - pass_start))s)")
