@@ -158,6 +158,8 @@ func TestPlacerRBAC(t *testing.T) {
 		"finegrain.dev/virtualclusters":            {"get", "list", "watch"},
 		"finegrain.dev/virtualclusters/status":     {"patch"},
 		"finegrain.dev/virtualclusters/finalizers": {"update"},
+		// A virtual cluster's shared volume: its claim is checked before its pods mount it.
+		"/persistentvolumeclaims": {"get"},
 	}
 	for _, u := range objects(t, "placer/rbac.yaml") {
 		var rules []rbacv1.PolicyRule
