@@ -200,12 +200,13 @@ func agentCgroups(t *testing.T) (pool, placeholder string) {
 		}
 		t.Errorf("%s still exists 10 s after the test: a process is left in it", base)
 	})
-	for dir, cpus := range map[string]string{base: "0-1", pool: "0", placeholder: "1"} {
-		if err := os.MkdirAll(dir, 0o755); err != nil {
+	// The parent first: a v1 cpuset child takes only CPUs and memory nodes its parent has.
+	for _, c := range []struct{ dir, cpus string }{{base, "0-1"}, {pool, "0"}, {placeholder, "1"}} {
+		if err := os.Mkdir(c.dir, 0o755); err != nil && !os.IsExist(err) {
 			t.Fatal(err)
 		}
-		for f, v := range map[string]string{"cpuset.cpus": cpus, "cpuset.mems": "0"} {
-			if err := os.WriteFile(filepath.Join(dir, f), []byte(v), 0o644); err != nil {
+		for _, w := range [][2]string{{"cpuset.cpus", c.cpus}, {"cpuset.mems", "0"}} {
+			if err := os.WriteFile(filepath.Join(c.dir, w[0]), []byte(w[1]), 0o644); err != nil {
 				t.Fatal(err)
 			}
 		}
