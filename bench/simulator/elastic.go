@@ -13,10 +13,10 @@ import (
 )
 
 // experimentOnly are the flags only an experiment reads.
-var experimentOnly = []string{"submission-gap", "rescale-gap", "slots-per-node", "plot", "workload", "shrink-equal-priority"}
+var experimentOnly = []string{"submission-gap", "rescale-gap", "slots-per-node", "plot", "workload", "shrink-equal-priority", "priority-by-type"}
 
 // elasticFlags are the flags the elastic experiment reads; any other is an error with it.
-var elasticFlags = []string{"experiment", "seed", "jobs", "nodes", "strategies", "trace", "o", "write-trace", "submission-gap", "rescale-gap", "slots-per-node", "plot", "seeds", "shrink-equal-priority"}
+var elasticFlags = []string{"experiment", "seed", "jobs", "nodes", "strategies", "trace", "o", "write-trace", "submission-gap", "rescale-gap", "slots-per-node", "plot", "seeds", "shrink-equal-priority", "priority-by-type"}
 
 // Defaults of the elastic experiment: the paper's 4 nodes × 16 slots and our job count.
 const (
@@ -90,6 +90,7 @@ func (o *options) experimentFlags(nodes, strategies string) error {
 // charts when -plot asks.
 func runElastic(w io.Writer, o options) error {
 	model := sim.DefaultElasticModel()
+	model.PriorityByType = o.priorityByType
 	strategies, err := sim.ParseElasticStrategies(o.strategies)
 	if err != nil {
 		return err

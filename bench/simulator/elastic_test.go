@@ -34,7 +34,7 @@ func TestRunElasticJSON(t *testing.T) {
 			t.Errorf("%s: %v", s, got[s])
 		}
 	}
-	if len(got) != 4 || got["elastic"]["totalTime"] >= got["rigid-min"]["totalTime"] {
+	if len(got) != 4 || got["elastic"]["utilization"] <= got["rigid-min"]["utilization"] {
 		t.Errorf("strategies: %v", got)
 	}
 	for _, name := range []string{"elastic-usage.png", "elastic-submission-gap.png", "elastic-rescale-gap.png"} {
@@ -126,6 +126,8 @@ func TestElasticOptionsRefused(t *testing.T) {
 		{[]string{"-experiment", "elastic", "-seeds", "2", "-o", "json"}, "-seeds 2 prints one table over the seeds"},
 		{[]string{"-experiment", "elastic", "-seeds", "2", "-plot", "p"}, "-seeds 2 prints one table over the seeds"},
 		{[]string{"-shrink-equal-priority=false"}, "-shrink-equal-priority belongs to an experiment"},
+		{[]string{"-priority-by-type"}, "-priority-by-type belongs to an experiment"},
+		{[]string{"-experiment", "finegrained-1", "-priority-by-type"}, "-priority-by-type"},
 		{[]string{"-rescale-gap", "30s"}, "-rescale-gap belongs to an experiment"},
 	} {
 		if _, err := parseOptions(tc.args, nil); err == nil || !strings.Contains(err.Error(), tc.want) {

@@ -45,6 +45,9 @@ type options struct {
 	// shrinkEqualPriority is the elastic experiment's newJob rule: false shrinks only jobs of
 	// strictly lower priority, as the placer does.
 	shrinkEqualPriority bool
+	// priorityByType draws the elastic experiment's priorities by job type, as the paper's
+	// authors' simulator does.
+	priorityByType bool
 	// set holds the flags the command line gave.
 	set map[string]bool
 }
@@ -80,6 +83,7 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&o.rescaleGap, "rescale-gap", 60*time.Second, "elastic: least time between two rescales of one job")
 	fs.IntVar(&o.slotsPerNode, "slots-per-node", 16, "elastic: replica slots per node")
 	fs.StringVar(&o.plotDir, "plot", "", "elastic, genisys: write the experiment's PNG charts into this directory")
+	fs.BoolVar(&o.priorityByType, "priority-by-type", false, "elastic: draw priorities by job type (small 4-5, medium 3-4, large 2-3, xlarge 1-2), as the paper's authors' simulator does, instead of uniformly from 1-5")
 	fs.BoolVar(&o.shrinkEqualPriority, "shrink-equal-priority", true, "elastic: an arriving job may shrink jobs of its own priority, as the paper's newJob does (false: only strictly lower priorities, as finegrain's placer)")
 	fs.StringVar(&o.workload, "workload", "small", "genisys: the thesis's workload, pilot, small or large")
 	if err := fs.Parse(args); err != nil {

@@ -309,7 +309,7 @@ func (r *elasticRun) finish(j *ejob) {
 func (r *elasticRun) resize(j *ejob, to int) {
 	r.progress(j)
 	from := j.pj.Workers
-	j.stall = max(r.now, j.stall) + r.o.Model.Rescale(from, to)
+	j.stall = max(r.now, j.stall) + r.o.Model.Rescale(j.typ, from, to)
 	j.pj.Workers, j.pj.LastRescale = to, epochAt(r.now)
 	r.free += from - to
 	r.setUsed(r.used - from + to)

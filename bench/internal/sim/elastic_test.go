@@ -14,10 +14,15 @@ import (
 )
 
 // oneType is a model of one type that makes times easy to follow: a timestep takes 1/n s on n
-// replicas (no serial part), a rescale 1 s to checkpoint and 1 s to restart.
+// replicas (measured on every count from 2 to 8), a rescale 1 s to checkpoint and 1 s to
+// restart, no load balancing.
 func oneType() ElasticModel {
+	var steps []ScalePoint
+	for n := 2; n <= 8; n++ {
+		steps = append(steps, ScalePoint{n, 1 / float64(n)})
+	}
 	return ElasticModel{
-		Types:          []ElasticType{{Name: "t", Min: 2, Max: 8, Timesteps: 800, StepSeconds: 1}},
+		Types:          []ElasticType{{Name: "t", Min: 2, Max: 8, Timesteps: 800, Steps: steps}},
 		CheckpointBase: 1, RestartBase: 1,
 	}
 }
@@ -209,19 +214,19 @@ func TestRunElasticSeeds(t *testing.T) {
 			t.Errorf("metric %d: best counts %v over 3 seeds", k, counts)
 		}
 	}
-	// Seed 4 alone: elastic has the best utilisation, rigid-max the best weighted completion.
+	// Seed 4 alone: elastic has the best utilisation, moldable the best weighted completion.
 	four, err := RunElasticSeeds("cmd", o, ElasticStrategies, 20, 4, 1, 90*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if b := four.Best(); b[1][Elastic] != 1 || b[3][RigidMax] != 1 || b[3][Elastic] != 0 {
+	if b := four.Best(); b[1][Elastic] != 1 || b[3][Moldable] != 1 || b[3][Elastic] != 0 {
 		t.Errorf("seed 4 best: %v", b)
 	}
 	var out strings.Builder
 	if err := WriteElasticSeedsMarkdown(&out, r); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"3 seeds of 20 jobs submitted 1m30s apart on 64 slots", "| 4 | 3834 / 57 % / 195 / 1466 |", "| elastic | "} {
+	for _, want := range []string{"3 seeds of 20 jobs submitted 1m30s apart on 64 slots", "| 4 | 2870 / 51 % / 50 / 583 |", "| elastic | "} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("markdown lacks %q:\n%s", want, out.String())
 		}
@@ -255,9 +260,10 @@ func TestSimulateElasticAging(t *testing.T) {
 	}
 }
 
-// The experiment's job set of seed 4 at a 90 s submission gap: the paper's ordering on
-// utilisation and total time, and every figure as the model gives it today (a change to the
-// policy or the model shows here).
+// The experiment's job set of seed 4 at a 90 s submission gap: elastic has the best
+// utilisation (the paper's ordering; on the measured model it no longer has the best total time,
+// docs/experiments.md), and every figure as the model gives it today (a change to the policy or
+// the model shows here).
 func TestElasticSeed4Golden(t *testing.T) {
 	m := DefaultElasticModel()
 	jobs, err := GenerateElastic(&m, 20, 4, 90*time.Second)
@@ -273,8 +279,8 @@ func TestElasticSeed4Golden(t *testing.T) {
 		got[s] = r.Metrics
 	}
 	for _, s := range []ElasticStrategy{RigidMin, RigidMax, Moldable} {
-		if got[Elastic].Utilization <= got[s].Utilization || got[Elastic].TotalTime >= got[s].TotalTime {
-			t.Errorf("elastic %+v does not beat %s %+v on utilisation and total time", got[Elastic], s, got[s])
+		if got[Elastic].Utilization <= got[s].Utilization {
+			t.Errorf("elastic %+v does not beat %s %+v on utilisation", got[Elastic], s, got[s])
 		}
 	}
 	round := func(m ElasticMetrics) [6]float64 {
@@ -282,10 +288,10 @@ func TestElasticSeed4Golden(t *testing.T) {
 			math.Round(m.WeightedMeanCompletion), math.Round(m.Makespan), math.Round(m.OverallResponse)}
 	}
 	want := map[ElasticStrategy][6]float64{
-		RigidMin: {3834, 573, 195, 1466, 3834, 177},
-		RigidMax: {3522, 764, 394, 784, 3522, 441},
-		Moldable: {3358, 715, 183, 816, 3358, 213},
-		Elastic:  {2978, 878, 224, 829, 2978, 309},
+		RigidMin: {2870, 514, 50, 583, 2870, 61},
+		RigidMax: {4920, 561, 424, 683, 4920, 542},
+		Moldable: {2991, 797, 178, 573, 2991, 213},
+		Elastic:  {3161, 868, 245, 597, 3161, 345},
 	}
 	for s, w := range want {
 		if g := round(got[s]); g != w {
@@ -358,33 +364,77 @@ func TestSimulateElasticRefuses(t *testing.T) {
 	}
 }
 
-// The documented speed-up curves: fewer replicas run with higher parallel efficiency, and every
-// type runs 40,000 (xlarge 10,000) timesteps in 380–400 s at its maximum.
+// The default model is the paper's authors' measurements: the curves pass through every
+// measured point, interpolate linearly between them and keep the nearest one's value outside;
+// the restart cost is the least-squares line through the measured connect times; a rescale of
+// a large or xlarge job costs more on more replicas, as the paper's Figure 5 shows.
 func TestDefaultElasticModel(t *testing.T) {
 	m := DefaultElasticModel()
 	if err := m.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	for _, typ := range m.Types {
-		prev := 1.0
-		for n := typ.Min; n <= typ.Max; n++ {
-			eff := typ.Speedup(n) / float64(n)
-			if eff > prev+1e-12 {
-				t.Errorf("%s: efficiency %v on %d replicas above %v on fewer", typ.Name, eff, n, prev)
-			}
-			prev = eff
+	measured := map[string][][2]float64{
+		"small":  {{2, 0.000996}, {4, 0.000675}, {8, 0.000627}},
+		"medium": {{4, 0.00328}, {8, 0.0021}, {16, 0.0023}},
+		"large":  {{8, 0.0325}, {16, 0.0275}, {32, 0.016}},
+		"xlarge": {{16, 0.11}, {32, 0.064}, {59, 0.035}},
+	}
+	for name, pts := range measured {
+		typ, err := m.Type(name)
+		if err != nil {
+			t.Fatal(err)
 		}
-		if rt := float64(typ.Timesteps) * typ.StepTime(typ.Max); rt < 380 || rt > 400 {
-			t.Errorf("%s: %v s at its maximum", typ.Name, rt)
+		for _, p := range pts {
+			if got := typ.StepTime(int(p[0])); !near(got, p[1]) {
+				t.Errorf("%s on %v replicas: %v s a step, measured %v", name, p[0], got, p[1])
+			}
 		}
 	}
-	if a, b := m.Rescale(8, 4), m.Rescale(64, 32); !(a < b) {
-		t.Errorf("rescale overhead does not grow with replicas: %v s for 8 → 4, %v s for 64 → 32", a, b)
+	xl, _ := m.Type("xlarge")
+	if got, want := xl.StepTime(24), (0.11+0.064)/2; !near(got, want) {
+		t.Errorf("xlarge on 24 replicas: %v s, want %v (halfway between 16 and 32)", got, want)
+	}
+	if got := xl.StepTime(63); !near(got, 0.035) {
+		t.Errorf("xlarge on 63 replicas: %v s, want 0.035 (59's, the last measured)", got)
+	}
+	if got := xl.Speedup(59); !near(got, 0.11/0.035) {
+		t.Errorf("xlarge speed-up on 59: %v", got)
+	}
+	// The restart line is the least-squares fit of the measured connect times.
+	xs := []float64{2, 4, 8, 16, 32, 59}
+	ys := []float64{1.248, 1.492, 3.902, 5.035, 6.949, 12.25}
+	var mx, my float64
+	for i := range xs {
+		mx, my = mx+xs[i]/6, my+ys[i]/6
+	}
+	var sxy, sxx float64
+	for i := range xs {
+		sxy += (xs[i] - mx) * (ys[i] - my)
+		sxx += (xs[i] - mx) * (xs[i] - mx)
+	}
+	if slope := sxy / sxx; !near(m.RestartPerReplica, slope) || !near(m.RestartBase, my-slope*mx) {
+		t.Errorf("restart %v s + %v s per replica, want the fit %v + %v", m.RestartBase, m.RestartPerReplica, my-slope*mx, slope)
+	}
+	lg, _ := m.Type("large")
+	if a, b := m.Rescale(lg, 32, 8), m.Rescale(lg, 8, 32); !(a < b) || !near(b, m.RestartBase+32*m.RestartPerReplica+25.083405) {
+		t.Errorf("large: %v s for 32 → 8, %v s for 8 → 32", a, b)
 	}
 	bad := m
-	bad.Types = []ElasticType{{Name: "x", Min: 3, Max: 2, Timesteps: 1, StepSeconds: 1}}
+	bad.Types = []ElasticType{{Name: "x", Min: 3, Max: 2, Timesteps: 1, Steps: []ScalePoint{{1, 1}}}}
 	if err := bad.Validate(); err == nil || !strings.Contains(err.Error(), "type x: replicas 3 to 2") {
 		t.Errorf("bad bounds: %v", err)
+	}
+	bad.Types = []ElasticType{{Name: "x", Min: 2, Max: 4, Timesteps: 1, Steps: []ScalePoint{{4, 1}, {2, 1}}}}
+	if err := bad.Validate(); err == nil || !strings.Contains(err.Error(), "type x: step times: replica count 2 at point 2") {
+		t.Errorf("counts out of order: %v", err)
+	}
+	bad.Types = []ElasticType{{Name: "x", Min: 2, Max: 4, Timesteps: 1}}
+	if err := bad.Validate(); err == nil || !strings.Contains(err.Error(), "type x: no measured step times") {
+		t.Errorf("no steps: %v", err)
+	}
+	bad.Types = []ElasticType{{Name: "x", Min: 2, Max: 4, Timesteps: 1, Steps: []ScalePoint{{2, 1}}, Balance: []ScalePoint{{2, -1}}}}
+	if err := bad.Validate(); err == nil || !strings.Contains(err.Error(), "type x: load balancing: -1 s on 2 replicas") {
+		t.Errorf("negative balance: %v", err)
 	}
 }
 
@@ -412,6 +462,32 @@ func TestGenerateElastic(t *testing.T) {
 	}
 	if _, err := GenerateElastic(&m, 0, 1, 0); err == nil {
 		t.Error("0 jobs: no error")
+	}
+	// By type, as the paper's authors' simulator draws them: small 4–5 … xlarge 1–2.
+	m.PriorityByType = true
+	c, err := GenerateElastic(&m, 200, 7, 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string][2]int32{"small": {4, 5}, "medium": {3, 4}, "large": {2, 3}, "xlarge": {1, 2}}
+	seen := map[string]map[int32]bool{}
+	for _, j := range c {
+		if r := want[j.Type]; j.Priority != r[0] && j.Priority != r[1] {
+			t.Errorf("by type: %s has priority %d, want %v", j.Name, j.Priority, r)
+		}
+		if seen[j.Type] == nil {
+			seen[j.Type] = map[int32]bool{}
+		}
+		seen[j.Type][j.Priority] = true
+	}
+	for typ, ps := range seen {
+		if len(ps) != 2 {
+			t.Errorf("by type: %s drew only %v", typ, ps)
+		}
+	}
+	m.Types = append(m.Types, ElasticType{Name: "huge", Min: 1, Max: 1, Timesteps: 1, Steps: []ScalePoint{{1, 1}}})
+	if err := m.Validate(); err == nil || !strings.Contains(err.Error(), "priorities by type for 5 types") {
+		t.Errorf("by type with 5 types: %v", err)
 	}
 }
 

@@ -31,8 +31,8 @@ const (
 )
 
 // GenerateElastic draws the experiment's random job set: n jobs, the type uniform over the
-// model's types, the priority uniform over 1–5, the type's own bounds and timesteps, job i
-// submitted at i × gap. The same seed always gives the same jobs.
+// model's types, the priority uniform over 1–5 (by type with the model's PriorityByType), the
+// type's own bounds and timesteps, job i submitted at i × gap. The same seed always gives the same jobs.
 func GenerateElastic(m *ElasticModel, n int, seed uint64, gap time.Duration) ([]ElasticJob, error) {
 	switch {
 	case n < 1 || n > MaxJobs:
@@ -46,11 +46,15 @@ func GenerateElastic(m *ElasticModel, n int, seed uint64, gap time.Duration) ([]
 	rng := rand.New(rand.NewPCG(seed, seed^genSeedStreamConst))
 	jobs := make([]ElasticJob, n)
 	for i := range jobs {
-		t := &m.Types[rng.IntN(len(m.Types))]
+		k := rng.IntN(len(m.Types))
+		t := &m.Types[k]
+		prio := ElasticMinPriority + rng.IntN(ElasticMaxPriority-ElasticMinPriority+1)
+		if m.PriorityByType {
+			prio = len(m.Types) - k + rng.IntN(2)
+		}
 		jobs[i] = ElasticJob{
 			Name: fmt.Sprintf("%s-%d", t.Name, i+1), Arrival: time.Duration(i) * gap, Type: t.Name,
-			Priority: int32(ElasticMinPriority + rng.IntN(ElasticMaxPriority-ElasticMinPriority+1)),
-			Min:      t.Min, Max: t.Max, Timesteps: t.Timesteps,
+			Priority: int32(prio), Min: t.Min, Max: t.Max, Timesteps: t.Timesteps,
 		}
 	}
 	return jobs, nil
