@@ -51,13 +51,17 @@ simulate-workloads: ## replay generated MPI workloads through the real placer on
 .PHONY: experiment-elastic
 ELASTIC_RUN := $(GO) run ./bench/simulator -experiment elastic -submission-gap 90s -rescale-gap 60s
 EXPERIMENT_ELASTIC := $(ELASTIC_RUN) -seed 4
-experiment-elastic: ## the elastic scheduler's experiment (docs/experiments.md): table, sweeps, seeds 1-10, JSON and PNG charts in _output/experiments/elastic
+# The paper's authors' set-up: 60 slots, 16 jobs, priorities by type, rescale gap 300 s, 100 job sets.
+ELASTIC_AUTHORS := $(GO) run ./bench/simulator -experiment elastic -submission-gap 90s -rescale-gap 300s -nodes 4 -slots-per-node 15 -jobs 16 -priority-by-type -seed 1 -seeds 100
+experiment-elastic: ## the elastic scheduler's experiment (docs/experiments.md): table, sweeps, seeds 1-10 and 1-100, the authors' set-up, JSON and PNG charts in _output/experiments/elastic
 	@mkdir -p _output/experiments/elastic
 	$(EXPERIMENT_ELASTIC) -plot _output/experiments/elastic | tee _output/experiments/elastic/elastic.md
 	$(EXPERIMENT_ELASTIC) -o json > _output/experiments/elastic/elastic.json
 	$(ELASTIC_RUN) -seed 1 -seeds 10 | tee _output/experiments/elastic/elastic-seeds.md
 	$(EXPERIMENT_ELASTIC) -shrink-equal-priority=false > _output/experiments/elastic/elastic-lower-only.md
 	$(ELASTIC_RUN) -seed 1 -seeds 10 -shrink-equal-priority=false > _output/experiments/elastic/elastic-seeds-lower-only.md
+	$(ELASTIC_AUTHORS) | tee _output/experiments/elastic/elastic-authors.md
+	$(ELASTIC_RUN) -seed 1 -seeds 100 > _output/experiments/elastic/elastic-seeds-100.md
 
 .PHONY: experiment-finegrained-1 experiment-finegrained-2
 experiment-finegrained-1: ## the fine-grained scheduling paper's experiment 1 (docs/experiments.md): table and JSON in _output/experiments/finegrained-1
