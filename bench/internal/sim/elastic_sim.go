@@ -309,7 +309,7 @@ func (r *elasticRun) finish(j *ejob) {
 func (r *elasticRun) resize(j *ejob, to int) {
 	r.progress(j)
 	from := j.pj.Workers
-	j.stall = max(r.now, j.stall) + r.o.Model.Rescale(j.typ, from, to)
+	j.stall = max(r.now, j.stall) + r.o.Model.Rescale(j.typ, from)
 	j.pj.Workers, j.pj.LastRescale = to, epochAt(r.now)
 	r.free += from - to
 	r.setUsed(r.used - from + to)
@@ -366,7 +366,8 @@ func (r *elasticRun) wait(j *ejob) {
 	r.minWaiting = min(r.minWaiting, j.pj.Min)
 }
 
-// start runs a job with workers replicas; it progresses from begin on.
+// start runs a job with workers replicas from begin; it progresses once its replicas have
+// connected (the model's StartDelay).
 func (r *elasticRun) start(j *ejob, workers int, begin float64) {
 	if i := slices.Index(r.waiting, j); i >= 0 {
 		r.waiting = slices.Delete(r.waiting, i, i+1)
@@ -376,7 +377,7 @@ func (r *elasticRun) start(j *ejob, workers int, begin float64) {
 		}
 	}
 	j.pj.Priority = j.spec.Priority
-	j.running, j.start, j.last, j.stall, j.startWith = true, begin, r.now, begin, workers
+	j.running, j.start, j.last, j.stall, j.startWith = true, begin, r.now, begin+r.o.Model.StartDelay(workers), workers
 	j.pj.Workers, j.pj.LastRescale = workers, epochAt(begin)
 	r.free -= workers + 1
 	if r.free < 0 {
