@@ -210,7 +210,8 @@ func TestHeldJobLifecycle(t *testing.T) {
 		t.Errorf("node affinity to %v, want one term for each of k1, k2, k3", names)
 	}
 	if p.Spec.SchedulerName != v1alpha1.DefaultSchedulerName || c.Name != ContainerName || c.Image != DefaultOptions().Image ||
-		len(c.Ports) != 1 || c.Ports[0].HostPort != DefaultOptions().HostPort || *p.Spec.TerminationGracePeriodSeconds != 0 {
+		len(c.Ports) != 1 || c.Ports[0].HostPort != DefaultOptions().HostPort || *p.Spec.TerminationGracePeriodSeconds != 0 ||
+		!p.Spec.HostNetwork {
 		t.Errorf("pod spec %+v", p.Spec)
 	}
 	if o := p.OwnerReferences; len(o) != 1 || o[0].UID != "vc-uid" || o[0].Kind != "VirtualCluster" || o[0].Name != "vc1" {

@@ -112,7 +112,11 @@ func (s *placeholderSpec) podGroup(a Allocation) (*unstructured.Unstructured, er
 
 // pods are the job's placeholder pods: Guaranteed (requests = limits, whole CPUs), so that the
 // node agent pins each to exclusive cores of one NUMA node; bound by the placer; only on the
-// nodes where the virtual cluster has slurmd; a sleeping container that stops at once.
+// nodes where the virtual cluster has slurmd; a sleeping container that stops at once. They use
+// their node's network, as the virtual cluster's own pods do: a placeholder holds CPUs and
+// memory, never traffic (the job's processes run in the slurmd pod's network), so it needs no
+// pod address, and a node whose pod network is absent or out of addresses (the local one-node
+// cluster has none) would otherwise never start it, and the job would wait forever.
 func (s *placeholderSpec) pods(a Allocation) []*corev1.Pod {
 	res := corev1.ResourceList{
 		corev1.ResourceCPU:    *resource.NewQuantity(int64(a.CPUs), resource.DecimalSI),
@@ -144,6 +148,7 @@ func (s *placeholderSpec) pods(a Allocation) []*corev1.Pod {
 				Annotations: annotations, OwnerReferences: s.owners()},
 			Spec: corev1.PodSpec{
 				SchedulerName:                 s.schedulerName,
+				HostNetwork:                   true,
 				TerminationGracePeriodSeconds: &grace,
 				AutomountServiceAccountToken:  &no,
 				EnableServiceLinks:            &no,
