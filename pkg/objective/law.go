@@ -288,6 +288,9 @@ func shrinkDecision(p Policy, cur Size, pressure float64, need int64) (Size, Act
 	}
 }
 
+// Violated says whether one measurement is on the wrong side of the target (false for NaN).
+func (p Policy) Violated(measured float64) bool { return pressure(p, measured) > 1 }
+
 // pressure is the smoothed value's ratio to the target, oriented so that above 1 is a violation.
 func pressure(p Policy, smoothed float64) float64 {
 	if !p.AtLeast {

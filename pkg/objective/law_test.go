@@ -298,3 +298,22 @@ func TestScaleDownStabilization(t *testing.T) {
 		t.Errorf("history of another stabilisation: %+v, recall %d, want a shrink and recall %d", d, next.Recall, p.Recall)
 	}
 }
+
+// Violated judges one raw measurement against the target in the metric's direction; what could
+// not be read is not a violation.
+func TestViolated(t *testing.T) {
+	throughput := web
+	throughput.Target, throughput.AtLeast = 100, true
+	for _, tc := range []struct {
+		p    Policy
+		m    float64
+		want bool
+	}{
+		{web, 0.021, true}, {web, 0.020, false}, {web, 0.001, false}, {web, math.NaN(), false},
+		{throughput, 99, true}, {throughput, 0, true}, {throughput, 100, false}, {throughput, math.NaN(), false},
+	} {
+		if got := tc.p.Violated(tc.m); got != tc.want {
+			t.Errorf("target %v (at least %v), measured %v: violated %v, want %v", tc.p.Target, tc.p.AtLeast, tc.m, got, tc.want)
+		}
+	}
+}

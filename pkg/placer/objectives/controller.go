@@ -73,9 +73,11 @@ type Controller struct {
 	// informer starts.
 	resizeServed bool
 
-	// dirty are the objectives the informer showed changed, by "namespace/name".
+	// dirty are the objectives the informer showed changed, by "namespace/name"; pace is when
+	// each one's next period is due and until when its checks are off.
 	mu    sync.Mutex
 	dirty map[string]bool
+	pace  map[string]pace
 	wake  chan struct{}
 
 	// Owned by the loop: when each objective is next due, its generation then, and which are
@@ -104,6 +106,7 @@ func New(kube kubernetes.Interface, dyn dynamic.Interface, recorder events.Event
 		metrics:    NewMetrics(reg),
 		http:       measure.NewClient(),
 		dirty:      map[string]bool{},
+		pace:       map[string]pace{},
 		wake:       make(chan struct{}, 1),
 		due:        map[string]time.Time{},
 		generation: map[string]int64{},
@@ -219,8 +222,8 @@ func (c *Controller) Run(ctx context.Context) error {
 	}
 }
 
-// takeDirty makes the objectives the informer showed changed due now when they are new or their
-// spec changed, and forgets the deleted ones.
+// takeDirty makes the objectives the informer showed changed due now, for a period, when they
+// are new or their spec changed, and forgets the deleted ones.
 func (c *Controller) takeDirty(now time.Time) {
 	c.mu.Lock()
 	dirty := c.dirty
@@ -231,6 +234,7 @@ func (c *Controller) takeDirty(now time.Time) {
 		if err != nil {
 			delete(c.due, key)
 			delete(c.generation, key)
+			c.forgetPace(key)
 			c.metrics.forget(key)
 			continue
 		}
@@ -240,9 +244,17 @@ func (c *Controller) takeDirty(now time.Time) {
 		}
 		if _, known := c.due[key]; !known || c.generation[key] != u.GetGeneration() {
 			c.due[key] = now
+			c.forgetPace(key)
 		}
 		c.generation[key] = u.GetGeneration()
 	}
+}
+
+// forgetPace makes the objective's next reconcile a period.
+func (c *Controller) forgetPace(key string) {
+	c.mu.Lock()
+	delete(c.pace, key)
+	c.mu.Unlock()
 }
 
 // wait sleeps until an objective changes, a reconcile ends or the next objective is due; false

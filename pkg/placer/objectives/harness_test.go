@@ -234,7 +234,21 @@ func (h *harness) period() {
 		h.t.Fatal(err)
 	}
 	h.kube.ClearActions()
-	h.now = h.now.Add(h.c.reconcile(context.Background(), u, h.now))
+	period, _ := h.c.reconcile(context.Background(), u, h.now)
+	h.now = h.now.Add(period)
+}
+
+// run starts the loop; the function it returns stops it and waits for it to end.
+func (h *harness) run() func() {
+	ctx, cancel := context.WithCancel(h.t.Context())
+	done := make(chan error, 1)
+	go func() { done <- h.c.Run(ctx) }()
+	return func() {
+		cancel()
+		if err := <-done; err != nil {
+			h.t.Error(err)
+		}
+	}
 }
 
 // status is the objective's status as the API server holds it.

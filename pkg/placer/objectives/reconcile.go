@@ -43,7 +43,18 @@ const (
 // to it is seen at once through the informer).
 const retryPeriod = time.Minute
 
-// reconcileKey runs one period of the objective named key and returns when it is next due.
+// Between two periods the loop checks the metric every period/checksPerPeriod, at least
+// minCheckInterval apart: a measurement past the target (or pods that do not answer) starts the
+// next period at once, so a service the load outgrew grows within seconds instead of at the end
+// of the period. A check decides nothing and writes nothing; none runs within a period of a size
+// change, while the metric still shows the size before it.
+const (
+	checksPerPeriod  = 5
+	minCheckInterval = time.Second
+)
+
+// reconcileKey runs one period of the objective named key, or a check of it between periods, and
+// returns when it is next due.
 func (c *Controller) reconcileKey(ctx context.Context, key string) time.Time {
 	now := time.Now()
 	obj, err := c.objects.Get(key)
@@ -54,17 +65,91 @@ func (c *Controller) reconcileKey(ctx context.Context, key string) time.Time {
 	if !ok {
 		return now.Add(retryPeriod)
 	}
-	return now.Add(c.reconcile(ctx, u.DeepCopy(), now))
+	c.mu.Lock()
+	pace := c.pace[key]
+	c.mu.Unlock()
+	if now.Before(pace.period) {
+		violated, wait := c.check(ctx, u, now, pace)
+		if !violated {
+			return nextCheck(now, wait, pace.period)
+		}
+	}
+	return c.runPeriod(ctx, u.DeepCopy(), now)
 }
 
-// reconcile runs one period of the objective u at now and returns the time to the next: it
-// reads and checks the objective, and when it is valid measures, decides and applies (step);
-// then it writes the status.
-func (c *Controller) reconcile(ctx context.Context, u *unstructured.Unstructured, now time.Time) time.Duration {
+// pace is when an objective's next period is due and until when its last size change keeps
+// checks off.
+type pace struct{ period, quietUntil time.Time }
+
+// runPeriod runs one period of u at now, records its pace and returns when the objective is next
+// due: its next check, or its next period when no check comes before it.
+func (c *Controller) runPeriod(ctx context.Context, u *unstructured.Unstructured, now time.Time) time.Time {
+	period, resized := c.reconcile(ctx, u, now)
+	p := pace{period: now.Add(period)}
+	if resized {
+		p.quietUntil = p.period
+	}
+	c.mu.Lock()
+	c.pace[keyOf(u)] = p
+	c.mu.Unlock()
+	return nextCheck(now, checkInterval(period), p.period)
+}
+
+// nextCheck is now+wait, or the next period when that comes first or wait is 0 (no check).
+func nextCheck(now time.Time, wait time.Duration, period time.Time) time.Time {
+	if at := now.Add(wait); wait > 0 && at.Before(period) {
+		return at
+	}
+	return period
+}
+
+// checkInterval is the time between two checks in a period.
+func checkInterval(period time.Duration) time.Duration {
+	return max(period/checksPerPeriod, minCheckInterval)
+}
+
+// check measures the metric of u between two periods: violated says the measurement is past the
+// target or the pods did not answer in time; wait is the time to the next check (0: none before
+// the next period).
+func (c *Controller) check(ctx context.Context, u *unstructured.Unstructured, now time.Time, p pace) (violated bool, wait time.Duration) {
+	var obj v1alpha1.ServiceObjective
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &obj); err != nil {
+		return false, 0
+	}
+	v1alpha1.SetServiceObjectiveDefaults(&obj.Spec)
+	if len(v1alpha1.ValidateServiceObjective(&obj)) > 0 {
+		return false, 0
+	}
+	wait = checkInterval(time.Duration(obj.Spec.PeriodSeconds) * time.Second)
+	if now.Before(p.quietUntil) {
+		return false, wait
+	}
+	if q := obj.Spec.Metric.Source.Query; q != nil && !c.queryAllowed(q.URL) {
+		return false, 0
+	}
+	t, err := c.readTarget(ctx, &obj)
+	if err != nil {
+		return false, wait
+	}
+	measured, _, err := c.measureMetric(ctx, &obj, t.pods, now)
+	if errors.Is(err, errUnresponsive) {
+		return true, wait
+	}
+	if err != nil {
+		return false, wait
+	}
+	policy := objective.PolicyFor(&obj.Spec)
+	return policy.Violated(measured), wait
+}
+
+// reconcile runs one period of the objective u at now and returns the time to the next, and
+// whether the period changed the size: it reads and checks the objective, and when it is valid
+// measures, decides and applies (step); then it writes the status.
+func (c *Controller) reconcile(ctx context.Context, u *unstructured.Unstructured, now time.Time) (period time.Duration, resized bool) {
 	var obj v1alpha1.ServiceObjective
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &obj); err != nil {
 		c.log.Error("unreadable service objective", "objective", keyOf(u), "err", err)
-		return retryPeriod
+		return retryPeriod, false
 	}
 	v1alpha1.SetServiceObjectiveDefaults(&obj.Spec)
 	st := obj.Status.DeepCopy()
@@ -75,17 +160,17 @@ func (c *Controller) reconcile(ctx context.Context, u *unstructured.Unstructured
 		valid.Status, valid.Reason, valid.Message = metav1.ConditionFalse, ReasonSourceNotAllowed, sourceNotAllowed(&obj)
 	}
 	meta.SetStatusCondition(&st.Conditions, valid)
-	period := retryPeriod
+	period = retryPeriod
 	if len(errs) == 0 {
 		period = time.Duration(obj.Spec.PeriodSeconds) * time.Second
 	}
 	if valid.Status == metav1.ConditionTrue {
-		c.step(ctx, u, &obj, st, now)
+		resized = c.step(ctx, u, &obj, st, now)
 	}
 	if err := c.writeStatus(ctx, u, st); err != nil {
 		c.log.Error("could not write the status of a service objective", "objective", keyOf(u), "err", err)
 	}
-	return period
+	return period, resized
 }
 
 // step is one period of a valid objective:
@@ -96,7 +181,9 @@ func (c *Controller) reconcile(ctx context.Context, u *unstructured.Unstructured
 //  4. decide;
 //  5. resize the pods and scale the target to the decided size;
 //  6. record the decision in the status, events and metrics.
-func (c *Controller) step(ctx context.Context, u *unstructured.Unstructured, obj *v1alpha1.ServiceObjective, st *v1alpha1.ServiceObjectiveStatus, now time.Time) {
+//
+// It says whether the decided size differs from the last one.
+func (c *Controller) step(ctx context.Context, u *unstructured.Unstructured, obj *v1alpha1.ServiceObjective, st *v1alpha1.ServiceObjectiveStatus, now time.Time) (resized bool) {
 	key := obj.Namespace + "/" + obj.Name
 	policy := objective.PolicyFor(&obj.Spec)
 	c.metrics.Target.WithLabelValues(obj.Namespace, obj.Name).Set(policy.Target)
@@ -109,7 +196,7 @@ func (c *Controller) step(ctx context.Context, u *unstructured.Unstructured, obj
 			reason = ReasonTargetUnreadable
 		}
 		setCondition(st, obj, v1alpha1.ObjectiveSizeApplied, metav1.ConditionFalse, reason, err.Error())
-		return
+		return false
 	}
 
 	// 2. The metric.
@@ -153,7 +240,8 @@ func (c *Controller) step(ctx context.Context, u *unstructured.Unstructured, obj
 	setCondition(st, obj, v1alpha1.ObjectiveSizeApplied, applied.status, applied.reason, applied.message)
 
 	// 6. Record.
-	if d.Size != sizeOf(st) {
+	resized = d.Size != sizeOf(st)
+	if resized {
 		st.LastResizeTime = &metav1.Time{Time: now}
 	}
 	setSize(st, d.Size)
@@ -179,6 +267,7 @@ func (c *Controller) step(ctx context.Context, u *unstructured.Unstructured, obj
 	}
 	c.metrics.PodCPU.WithLabelValues(obj.Namespace, obj.Name).Set(float64(d.Size.CPUMilli) / 1000)
 	c.metrics.Replicas.WithLabelValues(obj.Namespace, obj.Name).Set(float64(d.Size.Replicas))
+	return resized
 }
 
 // countViolation adds to the violation seconds when the measurement is on the wrong side of the

@@ -16,6 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/finegrain-dev/finegrain/pkg/apis/finegrain/v1alpha1"
@@ -397,22 +398,11 @@ func TestForgetDropsSeries(t *testing.T) {
 // Run measures each objective every periodSeconds through its informer, and forgets a deleted
 // objective's series.
 func TestRunEveryPeriod(t *testing.T) {
-	g := newGaugeServer(t, 0.018)
-	ip, port := g.hostPort(t)
-	d, rs := deployment(1)
-	h := newHarness(t, DefaultOptions(), d, rs, pod("web-a", ip, "1", "1Gi"))
+	h, g, port := onePodHarness(t, 0.018)
 	spec := objectiveSpec(port)
 	spec["periodSeconds"] = int64(1)
 	h.createObjective(spec, nil)
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() { done <- h.c.Run(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-	}()
+	defer h.run()()
 	waitFor(t, "two periods of samples in the status", func() bool {
 		st := h.status()
 		return st.History != nil && len(st.History.Samples) >= 2
@@ -598,4 +588,116 @@ func TestUnresponsivePodsGrow(t *testing.T) {
 	if st := h.status(); st.LastDecisionReason != "Unresponsive" {
 		t.Errorf("throughput objective, no pod answering: decision %s/%s, want Grow/Unresponsive", st.LastDecision, st.LastDecisionReason)
 	}
+}
+
+// Between periods the loop checks the metric every period/5: a check within the target decides
+// and writes nothing; one past the target (or with pods that do not answer) calls for the period
+// at once; none runs within a period of a size change; a period after a spec change comes at
+// once.
+func TestChecksBetweenPeriods(t *testing.T) {
+	h, g, port := onePodHarness(t, 0.018)
+	h.createObjective(objectiveSpec(port), oneCoreStatus())
+	get := func() *unstructured.Unstructured {
+		u, err := h.dyn.Resource(objectiveGVR).Namespace(ns).Get(t.Context(), "web-p99", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return u
+	}
+
+	// A period within the margin: the next reconcile is a check 2 s on.
+	start := h.now
+	if next := h.c.runPeriod(t.Context(), get(), start); !next.Equal(start.Add(2 * time.Second)) {
+		t.Errorf("next after a holding period at %v, want %v", next.Sub(start), 2*time.Second)
+	}
+	p := h.c.pace["shop/web-p99"]
+	if !p.period.Equal(start.Add(10*time.Second)) || !p.quietUntil.IsZero() {
+		t.Errorf("pace %+v, want the period 10 s on and no quiet time", p)
+	}
+	before := h.status()
+
+	// Within the target: nothing decided, nothing written.
+	h.dyn.ClearActions()
+	hits := g.hits.Load()
+	if violated, wait := h.c.check(t.Context(), get(), start.Add(2*time.Second), p); violated || wait != 2*time.Second {
+		t.Errorf("check within the target: violated %v, wait %v", violated, wait)
+	}
+	if g.hits.Load() != hits+1 {
+		t.Errorf("%d scrapes in a check, want 1", g.hits.Load()-hits)
+	}
+	for _, a := range h.dyn.Actions() {
+		if a.GetVerb() != "get" {
+			t.Errorf("a check did %s %s", a.GetVerb(), a.GetResource().Resource)
+		}
+	}
+	if got := h.status(); got.LastDecision != before.LastDecision || !slices.Equal(got.History.Samples, before.History.Samples) {
+		t.Errorf("a check changed the status: %+v, was %+v", got.History, before.History)
+	}
+	if next := nextCheck(start.Add(8*time.Second), 2*time.Second, p.period); !next.Equal(p.period) {
+		t.Errorf("a check due past the period: next at %v, want the period", next.Sub(start))
+	}
+
+	// Past the target: the check calls for the period, which grows the pods.
+	g.set(0.030)
+	if violated, _ := h.c.check(t.Context(), get(), start.Add(4*time.Second), p); !violated {
+		t.Fatal("check past the target: not violated")
+	}
+	next := h.c.runPeriod(t.Context(), get(), start.Add(4*time.Second))
+	if got := h.status(); got.LastDecision != "Grow" || got.PodSize.CPU.String() == "1" {
+		t.Fatalf("decision %s, pod CPU %v; want a growth", got.LastDecision, got.PodSize.CPU.String())
+	}
+	p = h.c.pace["shop/web-p99"]
+	if !p.quietUntil.Equal(start.Add(14*time.Second)) || !next.Equal(start.Add(6*time.Second)) {
+		t.Errorf("after a growth: pace %+v, next at %v; want checks off until the next period", p, next.Sub(start))
+	}
+
+	// Within a period of the growth the metric still shows the old size: no scrape, no period.
+	hits = g.hits.Load()
+	if violated, wait := h.c.check(t.Context(), get(), start.Add(6*time.Second), p); violated || wait != 2*time.Second || g.hits.Load() != hits {
+		t.Errorf("check after a growth: violated %v, wait %v, %d scrapes", violated, wait, g.hits.Load()-hits)
+	}
+
+	// An invalid spec is not checked.
+	bad := get()
+	if err := unstructured.SetNestedField(bad.Object, int64(0), "spec", "replicas", "max"); err != nil {
+		t.Fatal(err)
+	}
+	if violated, wait := h.c.check(t.Context(), bad, start.Add(16*time.Second), p); violated || wait != 0 {
+		t.Errorf("check of an invalid spec: violated %v, wait %v", violated, wait)
+	}
+
+	// A changed spec makes the next reconcile a period.
+	h.c.forgetPace("shop/web-p99")
+	if _, ok := h.c.pace["shop/web-p99"]; ok {
+		t.Error("pace kept after forgetPace")
+	}
+}
+
+// In the running loop a violation between two periods grows the service at the next check,
+// before the period ends.
+func TestRunGrowsAtACheck(t *testing.T) {
+	h, g, port := onePodHarness(t, 0.018)
+	spec := objectiveSpec(port)
+	spec["periodSeconds"] = int64(30)
+	h.createObjective(spec, oneCoreStatus())
+	defer h.run()()
+	waitFor(t, "the first period", func() bool { return h.status().LastDecision == "Hold" })
+	g.set(0.030)
+	waitFor(t, "a growth at a check (every 6 s), within the 30 s period", func() bool { return h.status().LastDecision == "Grow" })
+}
+
+// oneCoreStatus is the status of an objective that decided one pod of 1 CPU, 1Gi and 10M.
+func oneCoreStatus() *v1alpha1.ServiceObjectiveStatus {
+	return &v1alpha1.ServiceObjectiveStatus{Replicas: 1, PodSize: &v1alpha1.PodSize{
+		CPU: resource.MustParse("1"), Memory: resource.MustParse("1Gi"), IOBandwidth: resource.MustParse("10M"),
+	}}
+}
+
+// onePodHarness is a Deployment "web" of one pod of 1 CPU and 1Gi whose gauge reads v, and the
+// port the gauge is served on.
+func onePodHarness(t *testing.T, v float64) (*harness, *gaugeServer, int32) {
+	g := newGaugeServer(t, v)
+	ip, port := g.hostPort(t)
+	d, rs := deployment(1)
+	return newHarness(t, DefaultOptions(), d, rs, pod("web-a", ip, "1", "1Gi")), g, port
 }
