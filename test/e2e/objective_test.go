@@ -30,6 +30,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
+	"github.com/finegrain-dev/finegrain/bench/servicerun"
 	"github.com/finegrain-dev/finegrain/pkg/apis/finegrain/v1alpha1"
 	"github.com/finegrain-dev/finegrain/pkg/placer/objectives"
 	"github.com/finegrain-dev/finegrain/test/e2e/framework"
@@ -42,10 +43,7 @@ func TestServiceObjectiveResizesInPlace(t *testing.T) {
 	c, _ := deployPlacer(t)
 	began := time.Now()
 	requireResizeSubresource(t, c)
-	framework.Eventually(t, "the ServiceObjective CRD to serve objects", placerTimeout, func(ctx context.Context) error {
-		_, err := c.Dynamic.Resource(v1alpha1.ServiceObjectiveGroupVersionResource).List(ctx, metav1.ListOptions{})
-		return err
-	})
+	waitForObjectiveCRD(t, c)
 	ns := c.Namespace(t)
 	c.DumpOnFailure(t, ns)
 	port := freeHostPort(t)
@@ -110,10 +108,18 @@ func createGaugeDeployment(t *testing.T, c *framework.Cluster, ns string, port i
 	t.Helper()
 	ctr := framework.Container("web", framework.WorkerImage, "gauge",
 		fmt.Sprintf("--listen=:%d", port), "--name="+objectiveMetric, "--value="+value)
-	size := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("500m"), corev1.ResourceMemory: resource.MustParse("64Mi")}
+	createWebDeployment(t, c, ns, ctr, "500m", "/metrics", port)
+}
+
+// createWebDeployment makes Deployment web of one Guaranteed pod (cpu, 64Mi) of container ctr,
+// on the host's network, placed by the placer, Ready once path answers on port. It is deleted,
+// pods first, before the namespace.
+func createWebDeployment(t *testing.T, c *framework.Cluster, ns string, ctr corev1.Container, cpu, path string, port int32) {
+	t.Helper()
+	size := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu), corev1.ResourceMemory: resource.MustParse("64Mi")}
 	ctr.Resources = corev1.ResourceRequirements{Requests: size, Limits: size.DeepCopy()}
 	ctr.ReadinessProbe = &corev1.Probe{
-		ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/metrics", Port: intstr.FromInt32(port)}},
+		ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: path, Port: intstr.FromInt32(port)}},
 		PeriodSeconds: 1,
 	}
 	pod := framework.Pod("web", ctr)
@@ -195,14 +201,19 @@ func createObjective(t *testing.T, c *framework.Cluster, ns string, port int32) 
 			PeriodSeconds: 1,
 		},
 	}
+	createServiceObjective(t, c, obj)
+}
+
+func createServiceObjective(t *testing.T, c *framework.Cluster, obj *v1alpha1.ServiceObjective) {
+	t.Helper()
 	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
 	if err != nil {
 		t.Fatal(err)
 	}
 	delete(m, "status")
 	u := &unstructured.Unstructured{Object: m}
-	if _, err := c.Dynamic.Resource(v1alpha1.ServiceObjectiveGroupVersionResource).Namespace(ns).Create(context.Background(), u, metav1.CreateOptions{}); err != nil {
-		t.Fatalf("create ServiceObjective web-p99: %v", err)
+	if _, err := c.Dynamic.Resource(v1alpha1.ServiceObjectiveGroupVersionResource).Namespace(obj.Namespace).Create(context.Background(), u, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create ServiceObjective %s/%s: %v", obj.Namespace, obj.Name, err)
 	}
 }
 
@@ -216,12 +227,8 @@ func waitForSize(t *testing.T, c *framework.Cluster, ns, what string, ok func(mi
 	t.Helper()
 	var milli int64
 	framework.Eventually(t, "objective web-p99: "+what+", applied to the pod", objectiveTimeout, func(ctx context.Context) error {
-		u, err := c.Dynamic.Resource(v1alpha1.ServiceObjectiveGroupVersionResource).Namespace(ns).Get(ctx, "web-p99", metav1.GetOptions{})
+		obj, err := servicerun.Objective(ctx, c.Dynamic, ns, "web-p99")
 		if err != nil {
-			return err
-		}
-		var obj v1alpha1.ServiceObjective
-		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &obj); err != nil {
 			return err
 		}
 		st := &obj.Status
