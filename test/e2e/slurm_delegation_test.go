@@ -1,16 +1,21 @@
 //go:build e2e
 
-// Slurm delegation on the real cluster (docs/slurm-delegation.md): two virtual clusters on three
+// Slurm delegation on the real cluster (docs/slurm.md): two virtual clusters on three
 // nodes whose real Slurm holds every job until the placer's bridge has bound and the agents have
 // pinned its placeholder pods. An MPI job submitted with sbatch runs with every process on its
 // placeholders' pinned CPUs, away from a service pod of the shared pool; a job that does not fit
 // waits in squeue with finegrain's reason and starts when the first ends; scancel returns the
-// CPUs; kill -9 of the placer (the bridge runs in it) mid-job is reconciled both ways.
+// CPUs; kill -9 of the placer (the bridge runs in it) mid-job is reconciled both ways. alice's
+// virtual cluster has a shared volume, so the MPI job's slurm-<id>.out, written on the node that
+// ran its batch script, is read in the controller pod where it was submitted; a third virtual
+// cluster, whose shared volume's claim does not exist, says so and makes no pods.
 package e2e
 
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -47,7 +52,8 @@ func TestSlurmDelegation(t *testing.T) {
 	for _, n := range c.Nodes {
 		createPod(t, c, ns, fillerPod("service-"+n.Name, n.Name, "100m"))
 	}
-	createVirtualClusters(t, c, ns, "alice", "bob")
+	home := sharedClaim(t, c, ns, "alice-home")
+	createVirtualClustersWith(t, c, ns, map[string]string{"alice": "alice-home", "bob": "", "carol": "nowhere"})
 	// After the virtual clusters' cleanup was registered, so that a failure dumps their pods
 	// before they go.
 	c.DumpOnFailure(t, ns)
@@ -55,10 +61,18 @@ func TestSlurmDelegation(t *testing.T) {
 	waitVCReady(t, c, ns, "alice")
 	waitVCReady(t, c, ns, "bob")
 	t.Logf("both virtual clusters Ready after %s", time.Since(start).Round(time.Second))
+	cond := waitSharedVolumeUnusable(t, c, ns, "carol", "nowhere")
+	t.Logf("carol, whose claim does not exist: Ready=%s %s: %s", cond.Status, cond.Reason, cond.Message)
 
 	// 1. alice's MPI job over two nodes and bob's one-node job run at the same time; exclusive
-	// nodes (the bridge's default) put them on different nodes.
-	mpiJob := sbatch(t, c, ns, "alice", "--nodes=2", "--ntasks-per-node=1", "--output=/tmp/affinity-%j.out", "--wrap", affinityScript)
+	// nodes (the bridge's default) put them on different nodes. alice submits from her shell's
+	// working directory, the shared volume, and the job writes there (no --output: Slurm's
+	// default slurm-<id>.out).
+	mpiJob := sbatch(t, c, ns, "alice", "--nodes=2", "--ntasks-per-node=1", "--wrap", affinityScript)
+	if dir := jobField(t, c, ns, "alice", mpiJob, "%Z"); dir != v1alpha1.DefaultSharedMountPath {
+		t.Fatalf("alice's job %s was submitted in %q, want the shared volume's %s", mpiJob, dir, v1alpha1.DefaultSharedMountPath)
+	}
+	mpiOut := filepath.Join(v1alpha1.DefaultSharedMountPath, "slurm-"+mpiJob+".out")
 	bobJob := sbatch(t, c, ns, "bob", "--nodes=1", "--wrap", "exec sleep 600")
 	mpiPins := waitJobRunning(t, c, ns, "alice", mpiJob, 2)
 	bobPins := waitJobRunning(t, c, ns, "bob", bobJob, 1)
@@ -71,20 +85,15 @@ func TestSlurmDelegation(t *testing.T) {
 
 	// 2. Every rank printed CPUs of its placeholder's pin, every process of both jobs runs in its
 	// placeholder's cpuset, and neither the service pods nor the slurmd pods share those CPUs.
-	batchHost := jobField(t, c, ns, "alice", mpiJob, "%B")
+	// The ranks' lines are read in alice's controller pod: the batch script's node wrote them on
+	// the shared volume.
 	var ranks []string
 	framework.Eventually(t, "both ranks of the MPI job to print their CPUs", time.Minute, func(ctx context.Context) error {
-		out, err := c.Kubectl(ctx, "-n", ns, "exec", "alice-slurmd-"+batchHost, "--", "cat", fmt.Sprintf("/tmp/affinity-%s.out", mpiJob))
+		out, err := c.Kubectl(ctx, "-n", ns, "exec", "alice-slurmctld", "--", "cat", mpiOut)
 		if err != nil {
 			return fmt.Errorf("%v: %s", err, out)
 		}
-		ranks = nil
-		for _, line := range strings.Split(out, "\n") {
-			if strings.HasPrefix(line, "rank ") {
-				ranks = append(ranks, line)
-			}
-		}
-		if len(ranks) != 2 {
+		if ranks = rankLines(out); len(ranks) != 2 {
 			return fmt.Errorf("output so far: %q", out)
 		}
 		return nil
@@ -159,6 +168,17 @@ func TestSlurmDelegation(t *testing.T) {
 	waitingPins := waitJobRunning(t, c, ns, "alice", waiting, 2)
 	t.Logf("scancel → job ended %s → placeholders deleted %s later, their pins gone from the nodes' free-core maps %s later; the waiting job %s running on %v %s after scancel",
 		ended.Sub(cancelled).Round(time.Millisecond), gone.Round(time.Millisecond), freed.Round(time.Millisecond), waiting, waitingPins, time.Since(cancelled).Round(time.Millisecond))
+	// The MPI job's output, read in the controller pod once the job is over (its placeholders
+	// gone, the next job running), holds both ranks' lines and slurmstepd's note of the
+	// cancellation, written on the batch script's node as the job ended; it is a file of the
+	// shared volume's directory on this host.
+	out := vcExec(t, c, ns, "alice-slurmctld", "cat", mpiOut)
+	if got := rankLines(out); !slices.Equal(got, ranks) || !strings.Contains(out, "*** JOB "+mpiJob+" ON ") || !strings.Contains(out, " CANCELLED AT ") {
+		t.Errorf("%s in alice's controller pod after job %s ended: %q, want the ranks' lines %q and slurmstepd's CANCELLED line", mpiOut, mpiJob, out, ranks)
+	}
+	if onHost, err := os.ReadFile(filepath.Join(home, filepath.Base(mpiOut))); err != nil || string(onHost) != out {
+		t.Errorf("the shared volume's directory %s on the host holds %q (%v) as %s, the controller pod reads %q", home, onHost, err, filepath.Base(mpiOut), out)
+	}
 
 	// 5. kill -9 of the placer mid-job. While it is down, alice's running job is cancelled (its
 	// placeholders are left without their job) and bob's placeholder is deleted (his job runs
@@ -191,6 +211,17 @@ func TestSlurmDelegation(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// rankLines are the lines of a job's output that the affinity script's ranks printed.
+func rankLines(out string) []string {
+	var lines []string
+	for _, line := range strings.Split(out, "\n") {
+		if strings.HasPrefix(line, "rank ") {
+			lines = append(lines, line)
+		}
+	}
+	return lines
 }
 
 // sbatch submits a batch job in the virtual cluster's controller pod and returns its ID.

@@ -128,6 +128,17 @@ func TestSlurmVirtualClusters(t *testing.T) {
 // controller would otherwise make again the pods the namespace's deletion removes.
 func createVirtualClusters(t *testing.T, c *framework.Cluster, ns string, names ...string) {
 	t.Helper()
+	sharedVolumes := map[string]string{}
+	for _, name := range names {
+		sharedVolumes[name] = ""
+	}
+	createVirtualClustersWith(t, c, ns, sharedVolumes)
+}
+
+// createVirtualClustersWith is createVirtualClusters of the map's names, each with the claim it
+// maps to as its spec.sharedVolume (mounted at the default path), or none where it maps to "".
+func createVirtualClustersWith(t *testing.T, c *framework.Cluster, ns string, sharedVolumes map[string]string) {
+	t.Helper()
 	vcs := c.Dynamic.Resource(v1alpha1.VirtualClusterGroupVersionResource).Namespace(ns)
 	t.Cleanup(func() {
 		_ = vcs.DeleteCollection(context.Background(), metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationForeground)}, metav1.ListOptions{})
@@ -142,11 +153,15 @@ func createVirtualClusters(t *testing.T, c *framework.Cluster, ns string, names 
 			return nil
 		})
 	})
-	for _, name := range names {
+	for name, claim := range sharedVolumes {
+		spec := map[string]any{"partitions": []any{map[string]any{"name": "batch", "default": true, "maxTime": "10m"}}}
+		if claim != "" {
+			spec["sharedVolume"] = map[string]any{"claimName": claim}
+		}
 		obj := &unstructured.Unstructured{Object: map[string]any{
 			"apiVersion": v1alpha1.GroupVersion.String(), "kind": v1alpha1.VirtualClusterKind,
 			"metadata": map[string]any{"name": name},
-			"spec":     map[string]any{"partitions": []any{map[string]any{"name": "batch", "default": true, "maxTime": "10m"}}},
+			"spec":     spec,
 		}}
 		if _, err := vcs.Create(context.Background(), obj, metav1.CreateOptions{}); err != nil {
 			t.Fatalf("create VirtualCluster %s: %v", name, err)
