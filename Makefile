@@ -135,7 +135,7 @@ test-vm: ## boot the qemu matrix (cgroup v1/v2, 2 sockets, NUMA, SMT) and run th
 	FINEGRAIN_VM_BOOT_TESTS=1 $(GO) test -count=1 -run '^TestBoot' ./test/vm
 	$(BIN)/vmtest $(VMTEST_FLAGS)
 
-.PHONY: cluster-up cluster-down images e2e nri-proof demo
+.PHONY: cluster-up cluster-down images e2e nri-proof demo demo-slurm
 cluster-up: ## local Kubernetes: one node on 127.0.0.1, or NODES=3 nodes in namespaces of their own (KUBELET_CPU_POLICY=static: the kubelet pins; CONTAINERD=2: containerd 2 with NRI)
 	@. hack/deps.sh && install_deps cluster
 	hack/cluster/up.sh
@@ -158,6 +158,10 @@ nri-proof: ## on a CONTAINERD=2 local cluster with the agent deployed: first aff
 demo: build hpcc-tool ## the main job: build, bring the local cluster up, deploy daemonset/, run an HPC job and a pinned pod, show placement and pins
 	@. hack/deps.sh && install_deps cluster
 	hack/cluster/demo.sh
+
+demo-slurm: build ## Slurm virtual cluster on the local cluster: an unchanged sbatch MPI script held until the placer places it, its ranks on the placeholder's pinned CPU, a second job pending with finegrain's reason, scancel handing the CPU over (under a minute)
+	@. hack/deps.sh && install_deps cluster
+	hack/cluster/demo-slurm.sh
 
 .PHONY: bench-placer-scale
 PLACERSCALE_FLAGS ?=

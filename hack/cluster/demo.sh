@@ -19,72 +19,17 @@
 # inspect when it passes. The cluster stays up for exploring; make cluster-down removes it.
 set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+DEMO_NAME="make demo"
+. "$FG_ROOT/hack/cluster/demolib.sh"
 
 DEMO="$FG_ROOT/hack/cluster/demo"
 NS=finegrain-demo
 JOB=hpcc-demo
-SYS=finegrain-system
 
 need_root
 [ -x "$FG_ROOT/bin/kubectl-finegrain" ] && [ -x "$FG_ROOT/bin/nodeagent" ] && [ -x "$FG_ROOT/bin/hpcc" ] ||
   die "bin/kubectl-finegrain, bin/nodeagent or bin/hpcc is missing: run make build hpcc-tool (make demo does)"
-take_lock
-demo_start=$SECONDS
-# Reuse a running cluster's runtime instead of refusing it (up.sh insists on the one asked for).
-if [ -z "${CONTAINERD:-}" ] && cluster_up; then
-  CONTAINERD="$(cluster_setting CONTAINERD)"
-  export CONTAINERD="${CONTAINERD:-1}"
-fi
-# The demo reads the node's cgroups where a single node keeps them.
-[ "${NODES:-1}" = 1 ] || die "make demo runs on one node; NODES=$NODES is for make cluster-up and make e2e"
-if cluster_up && [ "$(cluster_setting NODES)" -gt 1 ] 2>/dev/null; then
-  die "the cluster is up with NODES=$(cluster_setting NODES); make demo runs on one node: make cluster-down, then make demo"
-fi
-"$FG_ROOT/hack/cluster/up.sh"
-[ "$(cluster_setting KUBELET_CPU_POLICY)" = none ] ||
-  die "the cluster's kubelet runs cpu-manager-policy $(cluster_setting KUBELET_CPU_POLICY), which the node agent refuses to fight; make cluster-down, then make demo"
-KUBE_BIN="$(cluster_setting KUBE_BIN)"
-NODE="$(cluster_setting NODE_NAME)"
-kubectl() { "$KUBE_BIN/kubectl" --kubeconfig "$ADMIN_KUBECONFIG" "$@"; }
-finegrain() { "$FG_ROOT/bin/kubectl-finegrain" --kubeconfig "$ADMIN_KUBECONFIG" "$@"; }
-agent_pins() { kubectl -n "$SYS" exec ds/finegrain-nodeagent -- nodeagent pins "$@"; }
-section() { printf '\n== %s\n' "$*"; }
-# Checks read whole outputs before matching them: grep -q closing a pipe early would fail the
-# pipeline under pipefail.
-matches() { grep -Eq "$1" <<<"$2"; }
-
-# cpus_of LIST: the CPUs of a kernel CPU list ("0-2,5"), one per line.
-cpus_of() {
-  local r IFS=,
-  for r in $1; do
-    if [[ "$r" == *-* ]]; then seq "${r%-*}" "${r#*-}"; else echo "$r"; fi
-  done
-}
-
-# cpuset_dir NS POD CONTAINER: the container's cpuset cgroup directory (cgroupfs driver, v1 or
-# v2), from the pod's UID, QoS class and container ID.
-cpuset_dir() {
-  local uid qos id base=/sys/fs/cgroup
-  read -r uid qos id < <(kubectl -n "$1" get pod "$2" -o \
-    "jsonpath={.metadata.uid} {.status.qosClass} {.status.containerStatuses[?(@.name==\"$3\")].containerID}")
-  [ -n "${id:-}" ] || return 1
-  [ ! -d /sys/fs/cgroup/cpuset ] || base=/sys/fs/cgroup/cpuset
-  case "$qos" in
-    Guaranteed) echo "$base/kubepods/pod$uid/${id#*://}" ;;
-    Burstable) echo "$base/kubepods/burstable/pod$uid/${id#*://}" ;;
-    *) echo "$base/kubepods/besteffort/pod$uid/${id#*://}" ;;
-  esac
-}
-
-# show_cpuset NS POD CONTAINER: what the container's cgroup holds.
-show_cpuset() {
-  local dir
-  dir="$(cpuset_dir "$@")" && [ -d "$dir" ] || {
-    printf '  %-50s %-10s (no cgroup: the container is not running)\n' "$1/$2" "$3"
-    return 0
-  }
-  printf '  %-50s %-10s cpus=%-6s mems=%-4s %s\n' "$1/$2" "$3" "$(cat "$dir/cpuset.cpus")" "$(cat "$dir/cpuset.mems")" "$dir"
-}
+demo_cluster
 
 # job_field JSONPATH: one field of the demo job.
 job_field() { kubectl -n "$NS" get hpcjob "$JOB" -o "jsonpath=$1"; }
@@ -110,57 +55,14 @@ wait_job_phase() {
   done
 }
 
-section "kubectl apply -k hack/cluster/overlay"
-kubectl apply -k "$FG_ROOT/hack/cluster/overlay"
-kubectl wait --for condition=established --timeout=60s crd/hpcjobs.finegrain.dev crd/noderesourcetopologies.topology.node.k8s.io ||
-  die "the HPCJob and NodeResourceTopology CRDs are not served after 60 s; see kubectl describe crd hpcjobs.finegrain.dev and the API server's log in $LOG_DIR"
-
-# rollout_all: wait until every DaemonSet and Deployment of finegrain runs its current template.
-rollout_all() {
-  local w
-  for w in $(kubectl -n "$SYS" get daemonsets,deployments -o name); do
-    kubectl -n "$SYS" rollout status "$w" --timeout=120s ||
-      die "$w in $SYS did not become ready; see kubectl -n $SYS describe $w and its pods' logs"
-  done
-}
-rollout_all
-# The image tags stay :dev, so pods started before this tree's images were imported still run
-# the old binaries: restart them. The image ID the kubelet reports is the digest of the image's
-# config, which the manifest of localhost/finegrain:dev names.
-digest="$(ctr_k8s images ls "name==localhost/finegrain:dev" | awk 'NR > 1 { print $3 }')"
-image_id="$(ctr_k8s content get "$digest" 2>/dev/null | sed -n 's/.*"config":{[^}]*"digest":"\(sha256:[0-9a-f]*\)".*/\1/p')"
-running="$(kubectl -n "$SYS" get pods -o jsonpath='{range .items[*]}{.status.containerStatuses[*].imageID}{"\n"}{end}' | sort -u)"
-if [ -z "$image_id" ] || [ "$running" != "$image_id" ]; then
-  echo "(restarting finegrain's pods: they run an older localhost/finegrain:dev than this tree's)"
-  kubectl -n "$SYS" rollout restart daemonset,deployment
-  rollout_all
-fi
+deploy_finegrain hpcjobs.finegrain.dev noderesourcetopologies.topology.node.k8s.io
 
 section "replacing the previous run's demo objects"
 kubectl apply -f "$DEMO/namespace.yaml"
 kubectl -n "$NS" delete hpcjobs --all --cascade=foreground --wait --timeout=90s &&
   kubectl -n "$NS" delete pod/pinned-worker --ignore-not-found --wait --timeout=90s ||
   die "the previous demo's objects in $NS were not deleted within 90 s; see kubectl -n $NS get all,hpcjobs"
-# one_cpu LIST: whether a kernel CPU list holds exactly one CPU.
-one_cpu() { [[ "$1" =~ ^[0-9]+$ ]]; }
-
-# in_shared_pool CPU: whether the agent's shared pool holds CPU.
-in_shared_pool() {
-  local view shared
-  view="$(agent_pins -o json)" || return 1
-  shared="$(sed -n 's/^ *"sharedCPUs": "\([^"]*\)".*/\1/p' <<<"$view")"
-  matches "^$1\$" "$(cpus_of "$shared")"
-}
-
-# The agent releases the CPUs of deleted pods at once; wait for a free one.
-deadline=$((SECONDS + 30))
-until matches '"available": [1-9]' "$(agent_pins -o json 2>/dev/null)"; do
-  if ((SECONDS >= deadline)); then
-    agent_pins >&2 || true
-    die "no NUMA node of $NODE has a CPU for an exclusive worker (AVAILABLE above); pods outside $NS hold them (POOL exclusive): delete them, or make cluster-down"
-  fi
-  sleep 0.5
-done
+wait_free_cpu "$NS"
 
 section "HPCJob $NS/$JOB: kubectl apply -f hack/cluster/demo/hpcjob.yaml"
 kubectl apply -f "$DEMO/hpcjob.yaml"
@@ -217,9 +119,7 @@ show_cpuset "$NS" "$worker" worker
 show_cpuset "$NS" "$launcher" mpirun
 if dir="$(cpuset_dir "$NS" "$worker" worker 2>/dev/null)"; then
   for pid in $(cat "$dir/cgroup.procs" 2>/dev/null); do
-    [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = hpcc ] || continue
-    printf '  rank pid %-8s %s, %s\n' "$pid" "$(grep Cpus_allowed_list "/proc/$pid/status" | tr -s '\t' ' ' || true)" \
-      "$(grep Mems_allowed_list "/proc/$pid/status" | tr -s '\t' ' ' || true)"
+    [ "$(cat "/proc/$pid/comm" 2>/dev/null)" != hpcc ] || proc_line "$pid"
   done
 fi
 

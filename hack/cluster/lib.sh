@@ -1,4 +1,4 @@
-# Shared settings and helpers of the local cluster scripts (up.sh, down.sh, e2e.sh, demo.sh).
+# Shared settings and helpers of the local cluster scripts (up.sh, down.sh, e2e.sh, the demos).
 # Sourced, not run. The cluster is a machine-wide singleton: state under $CLUSTER_DIR and
 # $RUN_DIR, one lock serialising the scripts. With NODES=1 (the default) it has one node named
 # after the host and every listener on loopback (127.0.0.1; the cluster DNS on its own
@@ -65,7 +65,7 @@ kwok_bin() {
   KWOK_VERSION="$KWOK_VERSION" "$FG_ROOT/hack/kwok/build.sh"
 }
 
-# take_lock: serialise the cluster scripts machine-wide. e2e.sh and demo.sh hold the lock across
+# take_lock: serialise the cluster scripts machine-wide. e2e.sh and the demos hold the lock across
 # the scripts they call and export FINEGRAIN_CLUSTER_LOCKED=1 so those do not wait for it.
 take_lock() {
   [ "${FINEGRAIN_CLUSTER_LOCKED:-0}" = 1 ] && return 0

@@ -2,6 +2,7 @@ package v1alpha1
 
 import (
 	"errors"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -155,4 +156,21 @@ func FuzzDecodeVirtualCluster(f *testing.F) {
 			}
 		}
 	})
+}
+
+// make demo-slurm's VirtualCluster (after its Namespace in the same file) decodes strictly and is
+// valid as the demo applies it.
+func TestDemoVirtualClusterDecodes(t *testing.T) {
+	data, err := os.ReadFile("../../../../hack/cluster/demo/virtualcluster.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	docs := strings.Split(string(data), "\n---\n")
+	vc, err := DecodeVirtualCluster([]byte(docs[len(docs)-1]), "virtualcluster.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if vc.Namespace != "finegrain-demo-slurm" || vc.Name != "demo" || len(vc.Spec.Partitions) != 1 || !vc.Spec.Partitions[0].Default {
+		t.Errorf("demo VirtualCluster %s/%s, partitions %+v: want finegrain-demo-slurm/demo with one default partition", vc.Namespace, vc.Name, vc.Spec.Partitions)
+	}
 }
