@@ -133,7 +133,7 @@ func (s *state) namedContainers(uid, name string) []cgroup.ContainerRef {
 
 // ConfineSlurmJobs moves the processes of Slurm jobs that run in a virtual cluster's slurmd
 // container on this node into the cgroup of their job's placeholder container, which holds the
-// job's pinned CPUs and NUMA memory (docs/slurm-delegation.md, "Confinement of the job's
+// job's pinned CPUs and NUMA memory (docs/slurm.md, "Confinement of the job's
 // processes"). Which job a process runs for comes from its slurmstepd ancestor
 // (slurm.JobProcesses); the job ID only selects among the pinned placeholders of the same virtual
 // cluster, and the cgroup is the one the agent located itself. A job with no such placeholder
@@ -226,7 +226,7 @@ func (a *Agent) confineSet(s slurmSet, res *SlurmConfinement, seen map[string]bo
 				"%d processes of Slurm job %s moved to the cgroup of its placeholder's pinned container %s", len(moved), id, ref)
 		}
 		if errors.Is(err, fs.ErrPermission) {
-			err = fmt.Errorf("%w: moving a process that holds capabilities (slurmstepd, root in its container) into another cpuset takes CAP_SYS_NICE; give the node agent's container capabilities {drop: [ALL], add: [SYS_NICE]} (docs/slurm-delegation.md, \"Confinement\")", err)
+			err = fmt.Errorf("%w: moving a process that holds capabilities (slurmstepd, root in its container) into another cpuset takes CAP_SYS_NICE; give the node agent's container capabilities {drop: [ALL], add: [SYS_NICE]} (docs/slurm.md, \"Confinement\")", err)
 		}
 		if err != nil {
 			res.Errors = append(res.Errors, fmt.Errorf("Slurm job %s of virtual cluster %s: %w", id, s.pod.Slurm.Cluster, err))

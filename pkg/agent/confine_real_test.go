@@ -46,7 +46,7 @@ func TestRealSlurmJobConfinedToPlaceholder(t *testing.T) {
 	events := record.NewFakeRecorder(1000)
 	// The agent reads the processes without capabilities, as the DaemonSet runs it, and moves them
 	// with CAP_SYS_NICE alone, which moving a process that holds capabilities into another cpuset
-	// takes (docs/slurm-delegation.md).
+	// takes (docs/slurm.md).
 	ka := kt.runEvery(Deps{Store: store, Recorder: events, Processes: procs, Mover: niceMover{kt.fs},
 		SlurmProcesses: func(pids []int) (ps []slurm.Process, err error) {
 			if werr := threadcaps.Without(func() error {

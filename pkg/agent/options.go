@@ -66,7 +66,7 @@ type Options struct {
 	FullResyncInterval time.Duration
 	// SlurmConfineInterval is how often the processes of Slurm jobs are confined to their
 	// placeholders (ConfineSlurmJobs), besides on every reconcile tick: a new step's tasks wait in
-	// finegrain's TaskProlog until the next pass (docs/slurm-delegation.md, "Confinement"). At or
+	// finegrain's TaskProlog until the next pass (docs/slurm.md, "Confinement"). At or
 	// above ReconcileInterval, the ticks alone confine; a pass costs next to nothing on a node
 	// without a virtual cluster's slurmd.
 	SlurmConfineInterval time.Duration

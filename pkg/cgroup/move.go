@@ -14,7 +14,7 @@ const MaxMovePIDs = MaxProcessLimit
 
 // MoveProcesses moves processes into a container's own cgroup, the one the kubelet made and the
 // agent located from the container's validated pod UID, QoS class and ID: the confinement of a
-// Slurm job's processes in its placeholder container (docs/slurm-delegation.md). On cgroup v1 each
+// Slurm job's processes in its placeholder container (docs/slurm.md). On cgroup v1 each
 // PID is written to cgroup.procs of the memory, cpu and then cpuset hierarchy, the cpuset last
 // and after cpuset.memory_migrate is 1 there (as for a pin), so that the process's pages follow
 // it to the container's memory nodes and a process still listed in its old cpuset cgroup has not

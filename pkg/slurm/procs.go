@@ -153,7 +153,7 @@ func IsStepd(p Process) (JobID, bool) {
 // What it reads, a process of the slurmd container may write: root there can start a process
 // named and titled as the slurmstepd of any job of its virtual cluster. The node agent therefore
 // only ever moves processes of a trusted slurmd container into the pinned placeholders of the
-// same VirtualCluster on the same node (docs/slurm-delegation.md, "Confinement"): a poser moves
+// same VirtualCluster on the same node (docs/slurm.md, "Confinement"): a poser moves
 // its virtual cluster's own processes among its own placeholders, never onto another tenant's
 // cores, never into a cgroup it names.
 func JobProcesses(procs []Process) map[JobID][]int {

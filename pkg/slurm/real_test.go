@@ -122,7 +122,7 @@ func TestRealSlurmDelegation(t *testing.T) {
 // capabilities, like the node agent's, which may not read a slurmstepd's /proc/<pid>/exe; and
 // moving them into a cpuset cgroup confines them to its CPUs: the kernel resets each moved task's
 // affinity to the cgroup's CPUs, and what the script forks afterwards starts inside it. This is
-// the mechanism of the confinement docs/slurm-delegation.md designs, on this host's cgroup v1
+// the mechanism of the confinement docs/slurm.md designs, on this host's cgroup v1
 // cpuset.
 func TestRealJobProcessesConfined(t *testing.T) {
 	const cpusetRoot = "/sys/fs/cgroup/cpuset"

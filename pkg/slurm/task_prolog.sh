@@ -2,7 +2,7 @@
 # slurmd_pid_file and timeout_cs). slurmstepd forks each task of a step, runs this script from
 # the forked task and execs the user's program only once the script has exited 0. The script
 # waits until the node agent has moved the task into its job's placeholder cgroup, so that no
-# user code runs on the node's shared pool (docs/slurm-delegation.md, "Confinement", step 4).
+# user code runs on the node's shared pool (docs/slurm.md, "Confinement", step 4).
 #
 # Confined means: the task's cpuset cgroup (the cpuset line of /proc/<pid>/cgroup on cgroup v1,
 # the unified line on v2) is no longer slurmd's, and the task's Cpus_allowed_list is no longer
@@ -61,7 +61,7 @@ now_cs() {
 }
 
 fail() {
-	echo "print finegrain TaskProlog: task $task of job ${SLURM_JOB_ID:-?} step ${SLURM_STEP_ID:-batch} on node ${SLURMD_NODENAME:-?}: $*; the task is not started (docs/slurm-delegation.md, \"Confinement\")"
+	echo "print finegrain TaskProlog: task $task of job ${SLURM_JOB_ID:-?} step ${SLURM_STEP_ID:-batch} on node ${SLURMD_NODENAME:-?}: $*; the task is not started (docs/slurm.md, \"Confinement\")"
 	exit 1
 }
 

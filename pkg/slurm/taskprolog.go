@@ -21,7 +21,7 @@ var taskPrologBody string
 // moved the task out of slurmd's cpuset cgroup and CPUs — into its job's pinned placeholder — and
 // exits 1 with a message naming the job, the step, the node and both cgroups and CPU lists if
 // that has not happened within timeout, so that Slurm does not start the task; no user code of a
-// job runs on the node's shared pool (docs/slurm-delegation.md, "Confinement", step 4).
+// job runs on the node's shared pool (docs/slurm.md, "Confinement", step 4).
 //
 // slurmdPIDFile is slurm.conf's SlurmdPidFile; a %n in it stands for the node's name, as in
 // slurm.conf (the script reads it from SLURMD_NODENAME, which slurmstepd sets for the task).

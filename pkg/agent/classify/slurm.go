@@ -21,7 +21,7 @@ const (
 )
 
 // SlurmRole is what a pod is to the confinement of Slurm jobs' processes
-// (docs/slurm-delegation.md): the slurmd of a virtual cluster, or the placeholder of one of its
+// (docs/slurm.md): the slurmd of a virtual cluster, or the placeholder of one of its
 // jobs. Labels alone name neither, since any pod author writes them: both must also carry an
 // ownerReference to the VirtualCluster the label names, and the agent pairs a slurmd pod only
 // with placeholders of the same namespace whose reference carries the same VirtualCluster UID.

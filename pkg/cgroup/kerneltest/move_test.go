@@ -64,7 +64,7 @@ func TestMoveProcesses(t *testing.T) {
 // A writer without capabilities may not move a process that holds capabilities (root's sleep,
 // as slurmstepd in a container) into a cpuset of other CPUs: the move fails with a permission
 // error and the process keeps its cpuset. CAP_SYS_NICE alone suffices. This is why the node agent
-// needs SYS_NICE to confine Slurm jobs (docs/slurm-delegation.md, "Confinement").
+// needs SYS_NICE to confine Slurm jobs (docs/slurm.md, "Confinement").
 func TestMoveProcessesNeedsSysNice(t *testing.T) {
 	for _, v := range []cgroup.Version{cgroup.V1, cgroup.V2} {
 		t.Run(v.String(), func(t *testing.T) {

@@ -1,5 +1,5 @@
 // Package slurmbridge is the delegation bridge between the Slurm of each virtual cluster and the
-// placer (Genisys steps 1–5, docs/slurm-delegation.md): every job Slurm holds (job_submit.lua)
+// placer (Genisys steps 1–5, docs/slurm.md): every job Slurm holds (job_submit.lua)
 // becomes a PodGroup of placeholder pods that the placer binds all-or-nothing and the node agent
 // pins; once they are bound and pinned the bridge gives Slurm their nodes and releases the job;
 // when the job ends, its placeholders go. It runs in the placer process while it leads, reaches
@@ -138,7 +138,7 @@ const (
 )
 
 // Sync is one pass over a virtual cluster: it reads its jobs and its placeholders and makes them
-// agree (the rules of docs/slurm-delegation.md). It returns what it did by job (a job whose
+// agree (the rules of docs/slurm.md). It returns what it did by job (a job whose
 // action failed is in the error instead); an error of one job does not stop the others. It is
 // not safe for concurrent use.
 func (b *Bridge) Sync(ctx context.Context, cl *Cluster) (map[slurm.JobID][]Action, error) {

@@ -17,7 +17,7 @@ import (
 	"github.com/finegrain-dev/finegrain/pkg/slurm"
 )
 
-// Labels of a placeholder pod and its PodGroup (docs/slurm-delegation.md).
+// Labels of a placeholder pod and its PodGroup (docs/slurm.md).
 const (
 	// LabelWorkload with WorkloadSlurmJob marks the placeholders of Slurm jobs (the Genisys
 	// thesis's SLURM-JOB pods).
