@@ -77,16 +77,22 @@ func (c *Controller) reconcileKey(ctx context.Context, key string) time.Time {
 	return c.runPeriod(ctx, u.DeepCopy(), now)
 }
 
-// pace is when an objective's next period is due and until when its last size change keeps
-// checks off.
-type pace struct{ period, quietUntil time.Time }
+// pace is when an objective's next period is due, until when its last size change keeps checks
+// off, and the target's pods the period read: the checks scrape those, so that a check makes no
+// API call (a pod gone since refuses the scrape and is left out, as in a period; when none of
+// them answers, the check finds nothing and the period, due within one period, reads the target
+// again).
+type pace struct {
+	period, quietUntil time.Time
+	pods               []*corev1.Pod
+}
 
 // runPeriod runs one period of u at now, records its pace and returns when the objective is next
 // due: its next check, or its next period when no check comes before it.
 func (c *Controller) runPeriod(ctx context.Context, u *unstructured.Unstructured, now time.Time) time.Time {
-	period, resized := c.reconcile(ctx, u, now)
-	p := pace{period: now.Add(period)}
-	if resized {
+	period, ran := c.reconcile(ctx, u, now)
+	p := pace{period: now.Add(period), pods: ran.pods}
+	if ran.resized {
 		p.quietUntil = p.period
 	}
 	c.mu.Lock()
@@ -108,8 +114,8 @@ func checkInterval(period time.Duration) time.Duration {
 	return max(period/checksPerPeriod, minCheckInterval)
 }
 
-// check measures the metric of u between two periods: violated says the measurement is past the
-// target or the pods did not answer in time; wait is the time to the next check (0: none before
+// check measures the metric of u between two periods, from the pods the last period read:
+// violated says the measurement is past the target or the pods did not answer in time; wait is the time to the next check (0: none before
 // the next period).
 func (c *Controller) check(ctx context.Context, u *unstructured.Unstructured, now time.Time, p pace) (violated bool, wait time.Duration) {
 	var obj v1alpha1.ServiceObjective
@@ -127,11 +133,7 @@ func (c *Controller) check(ctx context.Context, u *unstructured.Unstructured, no
 	if q := obj.Spec.Metric.Source.Query; q != nil && !c.queryAllowed(q.URL) {
 		return false, 0
 	}
-	t, err := c.readTarget(ctx, &obj)
-	if err != nil {
-		return false, wait
-	}
-	measured, _, err := c.measureMetric(ctx, &obj, t.pods, now)
+	measured, _, err := c.measureMetric(ctx, &obj, p.pods, now)
 	if errors.Is(err, errUnresponsive) {
 		return true, wait
 	}
@@ -143,13 +145,13 @@ func (c *Controller) check(ctx context.Context, u *unstructured.Unstructured, no
 }
 
 // reconcile runs one period of the objective u at now and returns the time to the next, and
-// whether the period changed the size: it reads and checks the objective, and when it is valid
-// measures, decides and applies (step); then it writes the status.
-func (c *Controller) reconcile(ctx context.Context, u *unstructured.Unstructured, now time.Time) (period time.Duration, resized bool) {
+// what the period leaves for the checks after it: it reads and checks the objective, and when it
+// is valid measures, decides and applies (step); then it writes the status.
+func (c *Controller) reconcile(ctx context.Context, u *unstructured.Unstructured, now time.Time) (period time.Duration, ran stepped) {
 	var obj v1alpha1.ServiceObjective
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &obj); err != nil {
 		c.log.Error("unreadable service objective", "objective", keyOf(u), "err", err)
-		return retryPeriod, false
+		return retryPeriod, stepped{}
 	}
 	v1alpha1.SetServiceObjectiveDefaults(&obj.Spec)
 	st := obj.Status.DeepCopy()
@@ -165,12 +167,19 @@ func (c *Controller) reconcile(ctx context.Context, u *unstructured.Unstructured
 		period = time.Duration(obj.Spec.PeriodSeconds) * time.Second
 	}
 	if valid.Status == metav1.ConditionTrue {
-		resized = c.step(ctx, u, &obj, st, now)
+		ran = c.step(ctx, u, &obj, st, now)
 	}
 	if err := c.writeStatus(ctx, u, st); err != nil {
 		c.log.Error("could not write the status of a service objective", "objective", keyOf(u), "err", err)
 	}
-	return period, resized
+	return period, ran
+}
+
+// stepped is what a period leaves for the checks after it: whether it changed the size, and the
+// target's pods it read.
+type stepped struct {
+	resized bool
+	pods    []*corev1.Pod
 }
 
 // step is one period of a valid objective:
@@ -182,8 +191,8 @@ func (c *Controller) reconcile(ctx context.Context, u *unstructured.Unstructured
 //  5. resize the pods and scale the target to the decided size;
 //  6. record the decision in the status, events and metrics.
 //
-// It says whether the decided size differs from the last one.
-func (c *Controller) step(ctx context.Context, u *unstructured.Unstructured, obj *v1alpha1.ServiceObjective, st *v1alpha1.ServiceObjectiveStatus, now time.Time) (resized bool) {
+// It returns the target's pods and whether the decided size differs from the last one.
+func (c *Controller) step(ctx context.Context, u *unstructured.Unstructured, obj *v1alpha1.ServiceObjective, st *v1alpha1.ServiceObjectiveStatus, now time.Time) stepped {
 	key := obj.Namespace + "/" + obj.Name
 	policy := objective.PolicyFor(&obj.Spec)
 	c.metrics.Target.WithLabelValues(obj.Namespace, obj.Name).Set(policy.Target)
@@ -196,7 +205,7 @@ func (c *Controller) step(ctx context.Context, u *unstructured.Unstructured, obj
 			reason = ReasonTargetUnreadable
 		}
 		setCondition(st, obj, v1alpha1.ObjectiveSizeApplied, metav1.ConditionFalse, reason, err.Error())
-		return false
+		return stepped{}
 	}
 
 	// 2. The metric.
@@ -240,7 +249,7 @@ func (c *Controller) step(ctx context.Context, u *unstructured.Unstructured, obj
 	setCondition(st, obj, v1alpha1.ObjectiveSizeApplied, applied.status, applied.reason, applied.message)
 
 	// 6. Record.
-	resized = d.Size != sizeOf(st)
+	resized := d.Size != sizeOf(st)
 	if resized {
 		st.LastResizeTime = &metav1.Time{Time: now}
 	}
@@ -267,7 +276,7 @@ func (c *Controller) step(ctx context.Context, u *unstructured.Unstructured, obj
 	}
 	c.metrics.PodCPU.WithLabelValues(obj.Namespace, obj.Name).Set(float64(d.Size.CPUMilli) / 1000)
 	c.metrics.Replicas.WithLabelValues(obj.Namespace, obj.Name).Set(float64(d.Size.Replicas))
-	return resized
+	return stepped{resized: resized, pods: t.pods}
 }
 
 // countViolation adds to the violation seconds when the measurement is on the wrong side of the

@@ -616,11 +616,16 @@ func TestChecksBetweenPeriods(t *testing.T) {
 	}
 	before := h.status()
 
-	// Within the target: nothing decided, nothing written.
+	// Within the target: nothing decided, nothing written, the target not read again (the check
+	// scrapes the pods the period read).
 	h.dyn.ClearActions()
+	h.kube.ClearActions()
 	hits := g.hits.Load()
 	if violated, wait := h.c.check(t.Context(), get(), start.Add(2*time.Second), p); violated || wait != 2*time.Second {
 		t.Errorf("check within the target: violated %v, wait %v", violated, wait)
+	}
+	if a := h.kube.Actions(); len(a) != 0 {
+		t.Errorf("a check made %d calls to the API server, first %s %s", len(a), a[0].GetVerb(), a[0].GetResource().Resource)
 	}
 	if g.hits.Load() != hits+1 {
 		t.Errorf("%d scrapes in a check, want 1", g.hits.Load()-hits)
